@@ -1,0 +1,49 @@
+package capture
+
+import "github.com/rocescope/rocescope/decode"
+
+// Frame is one captured frame. Data is borrowed from the source: it stays
+// valid until the next call to the source's Next or Close, and must not be
+// written to.
+type Frame struct {
+	Data    []byte          // captured bytes (len(Data) is the capture length)
+	Time    int64           // capture time in ns since the Unix epoch
+	OrigLen uint32          // length of the frame on the wire
+	Link    decode.LinkType // how to decode Data
+	Port    uint16          // interface (pcapng interface ID, live queue index)
+}
+
+// Batch is a caller-owned set of frames that a [Source] fills. Frames holds
+// the filled frames; its capacity is how many the source may fill at once.
+// The zero Batch has no room: make it with [NewBatch].
+type Batch struct {
+	Frames []Frame
+}
+
+// NewBatch returns a batch with room for n frames.
+func NewBatch(n int) *Batch { return &Batch{Frames: make([]Frame, 0, n)} }
+
+// Stats are a source's running totals since it was opened.
+type Stats struct {
+	Received uint64 // frames delivered to the caller
+	Dropped  uint64 // frames lost before delivery (kernel, ring, XDP), all reasons
+	Errors   uint64 // records skipped after a counted read error (--keep-going)
+}
+
+// Source delivers captured frames in batches.
+//
+// A Source is owned by one goroutine: Next is not safe for concurrent use.
+// Close may be called from any goroutine, is idempotent, and makes a
+// blocked Next return os.ErrClosed.
+type Source interface {
+	// Next resets b.Frames to length zero and fills it with at least one
+	// and at most cap(b.Frames) frames. It returns io.EOF when a finite
+	// source is exhausted, os.ErrClosed after Close, or an error naming the
+	// input and offset.
+	Next(b *Batch) error
+	// Stats returns the totals so far. It is safe to call concurrently
+	// with Next.
+	Stats() Stats
+	// Close releases the source's resources.
+	Close() error
+}
