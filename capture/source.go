@@ -37,9 +37,11 @@ type Stats struct {
 // blocked Next return os.ErrClosed.
 type Source interface {
 	// Next resets b.Frames to length zero and fills it with at least one
-	// and at most cap(b.Frames) frames. It returns io.EOF when a finite
-	// source is exhausted, os.ErrClosed after Close, or an error naming the
-	// input and offset.
+	// and at most cap(b.Frames) frames. A live source may instead return an
+	// empty batch and a nil error when nothing arrived for a while (about
+	// 100 ms at most), so that the caller can look at the clock. Next
+	// returns io.EOF when a finite source is exhausted, os.ErrClosed after
+	// Close, or an error naming the input and offset.
 	Next(b *Batch) error
 	// Stats returns the totals so far. It is safe to call concurrently
 	// with Next.
