@@ -52,8 +52,8 @@ func TestAccuracy(t *testing.T) {
 		// Top-k bounds, for every key.
 		for k, b := range st.bytes {
 			h := st.hashes[k]
-			if e, ok := top.Lookup(h, uint32(k)); ok {
-				if e.Count < b || e.Count-e.Error > b {
+			if e, ok := top.Lookup(h); ok {
+				if e.Key != uint32(k) || e.Count < b || e.Count-e.Error > b {
 					t.Fatalf("key %d: %d bytes, top-k entry %+v", k, b, e)
 				}
 			} else if bound := top.Bound(h); b > bound {

@@ -15,7 +15,8 @@ const (
 	// MaxCountMinDepth bounds the rows.
 	MaxCountMinDepth = 16
 	// MaxCountMinCells bounds depth × width (256 MiB of counters).
-	MaxCountMinCells = 1 << 25
+	MaxCountMinCells     = 1 << 25
+	maxCountMinLog2Width = 25
 )
 
 // CountMinConfig shapes a [CountMin].
@@ -44,8 +45,9 @@ type CountMinConfig struct {
 // weight; it exceeds it by at most e·Total()/Width with probability at least
 // 1 − e^−Depth.
 //
-// The zero value is an empty sketch with the default configuration; it
-// allocates on first use. Do not copy a CountMin after first use; use Clone.
+// Make one with NewCountMin, or decode one with UnmarshalBinary into a zero value:
+// the zero value is usable only as the receiver of UnmarshalBinary. Do not
+// copy a CountMin after first use; use Clone.
 // It is not safe for concurrent use.
 type CountMin struct {
 	counters     []uint64 // depth rows of width counters, row-major
@@ -96,27 +98,18 @@ func (c *CountMin) shape(depth int, log2w uint8, conservative bool, seed uint64)
 	}
 }
 
-// lazy gives a zero value its default configuration.
-func (c *CountMin) lazy() {
-	if c.counters == nil {
-		_ = c.init(CountMinConfig{})
-	}
-}
-
-// Add adds weight v to hash h. It does not allocate (after the zero value's
-// first use).
+// Add adds weight v to hash h. It does not allocate.
 func (c *CountMin) Add(h uint64, v uint64) {
-	if c.counters == nil {
-		c.lazy()
-	}
 	c.total += v
 	if c.conservative {
 		c.addConservative(h, v)
 		return
 	}
-	shift := 64 - c.log2w
+	// Locals, and shift counts masked to 6 bits, keep the loop free of
+	// reloads and of the checks for shifts past 63.
+	cnt, w, s := c.counters, c.log2w&63, (64-c.log2w)&63
 	for i, m := range c.mul[:c.depth] {
-		c.counters[i<<c.log2w|int(h*m>>shift)] += v
+		cnt[i<<w|int(h*m>>s)] += v
 	}
 }
 
@@ -124,45 +117,41 @@ func (c *CountMin) Add(h uint64, v uint64) {
 // estimate plus v.
 func (c *CountMin) addConservative(h uint64, v uint64) {
 	var idx [MaxCountMinDepth]int
-	shift := 64 - c.log2w
+	cnt, w, s := c.counters, c.log2w&63, (64-c.log2w)&63
 	est := ^uint64(0)
 	for i, m := range c.mul[:c.depth] {
-		idx[i] = i<<c.log2w | int(h*m>>shift)
-		est = min(est, c.counters[idx[i]])
+		idx[i] = i<<w | int(h*m>>s)
+		est = min(est, cnt[idx[i]])
 	}
 	target := est + v
 	for _, j := range idx[:c.depth] {
-		c.counters[j] = max(c.counters[j], target)
+		cnt[j] = max(cnt[j], target)
 	}
 }
 
 // Estimate returns the estimated total weight of h: never less than the
 // true total.
 func (c *CountMin) Estimate(h uint64) uint64 {
-	c.lazy()
-	shift := 64 - c.log2w
+	cnt, w, s := c.counters, c.log2w&63, (64-c.log2w)&63
 	est := ^uint64(0)
 	for i, m := range c.mul[:c.depth] {
-		est = min(est, c.counters[i<<c.log2w|int(h*m>>shift)])
+		est = min(est, cnt[i<<w|int(h*m>>s)])
 	}
 	return est
 }
 
 // Total returns the sum of all weights added.
 func (c *CountMin) Total() uint64 {
-	c.lazy()
 	return c.total
 }
 
 // Depth returns the number of rows.
 func (c *CountMin) Depth() int {
-	c.lazy()
 	return c.depth
 }
 
 // Width returns the number of counters per row.
 func (c *CountMin) Width() int {
-	c.lazy()
 	return 1 << c.log2w
 }
 
@@ -173,8 +162,6 @@ func (c *CountMin) Width() int {
 // never exceeds the standard sketch of the concatenated streams, but it
 // generally exceeds the conservative sketch of the concatenated streams.
 func (c *CountMin) Merge(o *CountMin) error {
-	c.lazy()
-	o.lazy()
 	switch {
 	case c.seed != o.seed:
 		return fmt.Errorf("sketch: merge %v: seed %#x with %#x: %w", kindCountMin, c.seed, o.seed, ErrIncompatible)
@@ -192,14 +179,12 @@ func (c *CountMin) Merge(o *CountMin) error {
 
 // Reset empties c, keeping its memory.
 func (c *CountMin) Reset() {
-	c.lazy()
 	clear(c.counters)
 	c.total = 0
 }
 
 // Clone returns a deep copy of c.
 func (c *CountMin) Clone() *CountMin {
-	c.lazy()
 	n := *c
 	n.counters = append([]uint64(nil), c.counters...)
 	return &n
@@ -207,7 +192,6 @@ func (c *CountMin) Clone() *CountMin {
 
 // MemoryBytes returns the bytes of the counters.
 func (c *CountMin) MemoryBytes() int {
-	c.lazy()
 	return 8 * len(c.counters)
 }
 
@@ -216,7 +200,6 @@ func (c *CountMin) MemoryBytes() int {
 // each, the total weight as a uvarint, and the counters, row by row, as one
 // word array. The encoding is canonical.
 func (c *CountMin) AppendBinary(b []byte) ([]byte, error) {
-	c.lazy()
 	b = appendHeader(b, kindCountMin, c.seed)
 	flags := byte(0)
 	if c.conservative {
@@ -245,7 +228,7 @@ func (c *CountMin) UnmarshalBinary(data []byte) error {
 		return err
 	}
 	depth, log2w, flags := int(dims[0]), dims[1], dims[2]
-	if depth < 1 || depth > MaxCountMinDepth || log2w < 1 || depth<<log2w > MaxCountMinCells || flags > 1 {
+	if depth < 1 || depth > MaxCountMinDepth || log2w < 1 || log2w > maxCountMinLog2Width || depth<<log2w > MaxCountMinCells || flags > 1 {
 		r.off -= 3
 		return r.errorf(ErrCorrupt, "count-min %d×2^%d, flags %#x", depth, log2w, flags)
 	}

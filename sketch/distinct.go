@@ -41,8 +41,9 @@ type DistinctConfig struct {
 // merge of two sketches equals, byte for byte, the sketch of the union of
 // their streams, and so does its estimate.
 //
-// The zero value is an empty sketch with the default configuration; it
-// allocates on first use. Do not copy a Distinct after first use; use Clone.
+// Make one with NewDistinct, or decode one with UnmarshalBinary into a zero value:
+// the zero value is usable only as the receiver of UnmarshalBinary. Do not
+// copy a Distinct after first use; use Clone.
 // It is not safe for concurrent use.
 type Distinct struct {
 	lc  LinearCounting
@@ -79,13 +80,6 @@ func (d *Distinct) init(cfg DistinctConfig) error {
 	return nil
 }
 
-// lazy gives a zero value its default configuration.
-func (d *Distinct) lazy() {
-	if d.hll == nil {
-		_ = d.init(DistinctConfig{})
-	}
-}
-
 // hllRelErr returns the standard error of HyperLogLog with precision p.
 func hllRelErr(p uint8) float64 { return 1.04 / math.Sqrt(float64(uint64(1)<<p)) }
 
@@ -106,12 +100,8 @@ func switchZeros(m int, p uint8) int {
 	return lo
 }
 
-// Insert adds the hash h to both estimators. It does not allocate (after the
-// zero value's first use).
+// Insert adds the hash h to both estimators. It does not allocate.
 func (d *Distinct) Insert(h uint64) {
-	if d.hll == nil {
-		d.lazy()
-	}
 	d.lc.Insert(h)
 	d.hll.InsertHash(h)
 }
@@ -120,7 +110,6 @@ func (d *Distinct) Insert(h uint64) {
 // dependent number of bitmap bits are zero (see [Distinct]), else the
 // HyperLogLog estimate, saying which.
 func (d *Distinct) Estimate() Estimate {
-	d.lazy()
 	if z := d.lc.Zeros(); z >= d.zmin {
 		return linearEstimate(d.lc.Bits(), z)
 	}
@@ -129,21 +118,17 @@ func (d *Distinct) Estimate() Estimate {
 
 // LinearCounting returns the estimate of the Linear Counting bitmap alone.
 func (d *Distinct) LinearCounting() Estimate {
-	d.lazy()
 	return d.lc.Estimate()
 }
 
 // HyperLogLog returns the estimate of the HyperLogLog alone.
 func (d *Distinct) HyperLogLog() Estimate {
-	d.lazy()
 	return Estimate{Value: float64(d.hll.Estimate()), RelErr: hllRelErr(d.p), Method: MethodHyperLogLog}
 }
 
 // Merge adds o to d. Both must have the same bitmap size, precision and
 // seed.
 func (d *Distinct) Merge(o *Distinct) error {
-	d.lazy()
-	o.lazy()
 	if d.p != o.p {
 		return fmt.Errorf("sketch: merge %v: hyperloglog precision %d with %d: %w", kindDistinct, d.p, o.p, ErrIncompatible)
 	}
@@ -155,20 +140,17 @@ func (d *Distinct) Merge(o *Distinct) error {
 
 // Reset empties d, keeping its memory.
 func (d *Distinct) Reset() {
-	d.lazy()
 	d.lc.Reset()
 	d.hll.Reset()
 }
 
 // Clone returns a deep copy of d.
 func (d *Distinct) Clone() *Distinct {
-	d.lazy()
 	return &Distinct{lc: *d.lc.Clone(), hll: d.hll.Clone(), p: d.p, zmin: d.zmin}
 }
 
 // MemoryBytes returns the bytes of the bitmap and the registers.
 func (d *Distinct) MemoryBytes() int {
-	d.lazy()
 	return d.lc.MemoryBytes() + 1<<d.p
 }
 
@@ -177,7 +159,6 @@ func (d *Distinct) MemoryBytes() int {
 // as a word array, and the 2^p registers, eight to a big-endian word, as a
 // word array. The encoding is canonical.
 func (d *Distinct) AppendBinary(b []byte) ([]byte, error) {
-	d.lazy()
 	enc, err := d.hll.AppendBinary(nil)
 	if err != nil {
 		return b, fmt.Errorf("sketch: encode %v: %w", kindDistinct, err)

@@ -17,10 +17,12 @@
 //
 // The sketches are single-writer values: none is safe for concurrent use,
 // and none may be copied after first use (use Clone). A sketch is allocated
-// once, by its constructor or on first use of a zero value (which takes the
-// default configuration), and is reused across windows with Reset, which
-// keeps its memory. The update methods (Insert, Add, Update, Observe) do not
-// allocate.
+// once, by its constructor (NewX, whose zero config selects the defaults) or
+// by UnmarshalBinary, and is reused across windows with Reset, which keeps
+// its memory. A zero value is not a usable sketch, only a receiver for
+// UnmarshalBinary: the update methods stay free of the check that would
+// cost them their inlining. The update methods (Insert, Add, Update,
+// Observe) do not allocate.
 //
 // # Merging
 //

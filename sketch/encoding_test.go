@@ -80,10 +80,10 @@ func countMinSamples() []*CountMin {
 }
 
 func topKSamples() []*TopK[uint32] {
-	a := must(NewTopK[uint32](TopKConfig{K: 1, Capacity: 1, Ways: 1, Seed: 5}))
-	b := must(NewTopK[uint32](TopKConfig{K: 4, Capacity: 16, Ways: 4}))
+	a := must(NewTopK[uint32](TopKConfig{K: 1, Capacity: 8, Seed: 5}))
+	b := must(NewTopK[uint32](TopKConfig{K: 4, Capacity: 16}))
 	fill(8, 60, func(h uint64, i int) { k := uint32(h % 23); b.Update(testHash(k), k, uint64(1+i%7)) })
-	c := must(NewTopK[uint32](TopKConfig{K: 2, Capacity: 8, Ways: 2}))
+	c := must(NewTopK[uint32](TopKConfig{K: 2, Capacity: 16}))
 	fill(9, 5, func(h uint64, i int) { c.Update(h, uint32(i), 1<<40) })
 	return []*TopK[uint32]{a, b, c}
 }
@@ -389,17 +389,17 @@ func TestCorrupt(t *testing.T) {
 		},
 		"top-k": {
 			"k 0":         set(tk, 11, 0),
-			"k 9":         set(tk, 11, 9),
-			"ways 3":      set(tk, 12, 3),
-			"ways 32":     set(tk, 12, 32),
-			"buckets":     set(tk, 13, 25),
-			"key length":  set(tk, 14, 8),
-			"entries":     set(tk, 15, 9),
-			"bucket":      set(tk, 17, tk[17]^0x80),
-			"entry index": set(tk, 16, 8),
-			"error":       topKEdit(func(x *TopK[uint32], i int) { x.errs[i] = x.counts[i] }),
-			"count 0":     append(append(tk[:25:25], 0), tk[31:]...), // the first count, 1<<40, is 6 bytes at 25
-			"same key":    topKEdit(func(x *TopK[uint32], i int) { x.hashes[i^1], x.counts[i^1], x.keys[i^1] = x.hashes[i], 1, x.keys[i] }),
+			"k 17":        set(tk, 11, 17),
+			"buckets":     set(tk, 12, 22),
+			"key length":  set(tk, 13, 8),
+			"entries":     set(tk, 14, 17),
+			"entry index": set(tk, 15, 16),
+			"bucket":      set(tk, 16, tk[16]^0x80),
+			"count 0":     append(append(tk[:24:24], 0), tk[30:]...), // the first count, 1<<40, is 6 bytes at 24
+			"error":       topKEdit(func(b *topKBucket[uint32], i int) { b.errs[i] = b.counts[i] }),
+			"same hash": topKEdit(func(b *topKBucket[uint32], i int) {
+				b.hashes[i^1], b.counts[i^1], b.keys[i^1] = b.hashes[i], 1, b.keys[i]
+			}),
 		},
 		"quantile": {
 			"seed":          set(qu, 10, 1),
@@ -456,12 +456,17 @@ func TestCorrupt(t *testing.T) {
 	}
 }
 
-// topKEdit returns the encoding of topKSamples()[2] after edit changed its
-// first entry i.
-func topKEdit(edit func(x *TopK[uint32], i int)) []byte {
+// topKEdit returns the encoding of topKSamples()[2] after edit changed the
+// first entry i of its first occupied bucket b.
+func topKEdit(edit func(b *topKBucket[uint32], i int)) []byte {
 	x := topKSamples()[2]
-	i := slices.IndexFunc(x.counts, func(c uint64) bool { return c != 0 })
-	edit(x, i)
+	for bi := range x.buckets {
+		b := &x.buckets[bi]
+		if i := slices.IndexFunc(b.counts[:], func(c uint64) bool { return c != 0 }); i >= 0 {
+			edit(b, i)
+			break
+		}
+	}
 	return keyedEncOf(x)
 }
 

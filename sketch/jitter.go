@@ -54,8 +54,9 @@ type JitterConfig struct {
 // the flows at or above [Jitter.MinRate] gives the same flags as observing
 // all of them.
 //
-// The zero value is an empty detector with the default configuration; it
-// allocates on first use. Do not copy a Jitter after first use; use Clone.
+// Make one with NewJitter, or decode one with UnmarshalBinary into a zero value:
+// the zero value is usable only as the receiver of UnmarshalBinary. Do not
+// copy a Jitter after first use; use Clone.
 // It is not safe for concurrent use.
 type Jitter[K comparable] struct {
 	cfg     JitterConfig // with defaults filled in
@@ -188,21 +189,11 @@ func (t *jitterTable[K]) clone() jitterTable[K] {
 	return jitterTable[K]{slots: slices.Clone(t.slots), entries: e}
 }
 
-// lazy gives a zero value its default configuration.
-func (j *Jitter[K]) lazy() {
-	if j.win[0].slots == nil {
-		_ = j.init(JitterConfig{})
-	}
-}
-
 // Observe adds rate (bits/s) to the current window's rate of key, whose hash
 // is h. Rates that are not positive and finite are ignored. When the window
 // already holds Capacity flows, a new flow is counted by Dropped instead. It
-// does not allocate (after the zero value's first use).
+// does not allocate.
 func (j *Jitter[K]) Observe(h uint64, key K, rate float64) {
-	if j.win[0].slots == nil {
-		j.lazy()
-	}
 	if !(rate > 0 && rate <= math.MaxFloat64) {
 		return
 	}
@@ -214,14 +205,12 @@ func (j *Jitter[K]) Observe(h uint64, key K, rate float64) {
 // Dropped returns the number of observations of new flows that found the
 // window full, since the detector was made or reset.
 func (j *Jitter[K]) Dropped() uint64 {
-	j.lazy()
 	return j.dropped
 }
 
 // IsJitter reports whether a flow whose rate went from prev to cur is
 // flagged.
 func (j *Jitter[K]) IsJitter(prev, cur float64) bool {
-	j.lazy()
 	d := math.Abs(cur - prev)
 	return max(prev, cur) >= j.cfg.ElephantRate && d >= j.cfg.AbsRate && (j.cfg.RelChange == 0 || d >= float64(j.cfg.RelChange*prev))
 }
@@ -232,7 +221,6 @@ func (j *Jitter[K]) IsJitter(prev, cur float64) bool {
 // max(0, min(E − A, E/(1+R), (1−R)·E)) for elephant rate E, change A and
 // relative change R, the last term only when 0 < R ≤ 1.
 func (j *Jitter[K]) MinRate() float64 {
-	j.lazy()
 	e, r := j.cfg.ElephantRate, j.cfg.RelChange
 	m := e - j.cfg.AbsRate
 	if r > 0 {
@@ -248,7 +236,6 @@ func (j *Jitter[K]) MinRate() float64 {
 // current one, by the size of the change descending, then by hash, and
 // returns the extended slice. It does not change j.
 func (j *Jitter[K]) Detect(dst []JitterFlow[K]) []JitterFlow[K] {
-	j.lazy()
 	prev, cur := &j.win[j.cur^1], &j.win[j.cur]
 	start := len(dst)
 	for _, e := range prev.entries {
@@ -270,7 +257,6 @@ func (j *Jitter[K]) Detect(dst []JitterFlow[K]) []JitterFlow[K] {
 // Advance ends the current window: it becomes the previous one, and an empty
 // window starts.
 func (j *Jitter[K]) Advance() {
-	j.lazy()
 	j.cur ^= 1
 	j.win[j.cur].reset()
 }
@@ -279,8 +265,6 @@ func (j *Jitter[K]) Advance() {
 // detectors of shards or hosts that observed parts of the same windows. Both
 // must have the same configuration.
 func (j *Jitter[K]) Merge(o *Jitter[K]) error {
-	j.lazy()
-	o.lazy()
 	if j.cfg != o.cfg {
 		return fmt.Errorf("sketch: merge %v: configuration %+v with %+v: %w", kindJitter, j.cfg, o.cfg, ErrIncompatible)
 	}
@@ -298,7 +282,6 @@ func (j *Jitter[K]) Merge(o *Jitter[K]) error {
 
 // Reset empties both windows and the drop count, keeping the memory.
 func (j *Jitter[K]) Reset() {
-	j.lazy()
 	for i := range j.win {
 		j.win[i].reset()
 	}
@@ -307,7 +290,6 @@ func (j *Jitter[K]) Reset() {
 
 // Clone returns a deep copy of j.
 func (j *Jitter[K]) Clone() *Jitter[K] {
-	j.lazy()
 	c := *j
 	for i := range j.win {
 		c.win[i] = j.win[i].clone()
@@ -317,7 +299,6 @@ func (j *Jitter[K]) Clone() *Jitter[K] {
 
 // MemoryBytes returns the bytes of the two tables.
 func (j *Jitter[K]) MemoryBytes() int {
-	j.lazy()
 	var e jitterEntry[K]
 	n := 0
 	for i := range j.win {
@@ -336,7 +317,6 @@ func (j *Jitter[K]) MemoryBytes() int {
 // uint64), the rate (IEEE 754 bits) and the key. The encoding is canonical
 // when the key codec is.
 func (j *Jitter[K]) AppendBinary(b []byte, appendKey func(K, []byte) []byte) ([]byte, error) {
-	j.lazy()
 	start := len(b)
 	var zero K
 	keyLen := len(appendKey(zero, b)) - start

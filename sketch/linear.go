@@ -50,9 +50,10 @@ type LinearCountingConfig struct {
 // for bit. Its error grows with the load n/m; [Distinct] pairs it with
 // HyperLogLog for loads past its range.
 //
-// The zero value is an empty sketch with the default configuration; it
-// allocates its bitmap on first use. Do not copy a LinearCounting after first
-// use; use Clone. It is not safe for concurrent use.
+// Make one with NewLinearCounting, or decode one with UnmarshalBinary into a
+// zero value: the zero value is usable only as the receiver of
+// UnmarshalBinary. Do not copy a LinearCounting after first use; use Clone.
+// It is not safe for concurrent use.
 type LinearCounting struct {
 	words []uint64 // the bitmap, bit i in words[i/64] bit i%64
 	log2  uint8    // log2 of the number of bits
@@ -86,32 +87,19 @@ func (l *LinearCounting) init(cfg LinearCountingConfig) error {
 	return nil
 }
 
-// lazy gives a zero value its default configuration.
-func (l *LinearCounting) lazy() {
-	if l.words == nil {
-		_ = l.init(LinearCountingConfig{})
-	}
-}
-
-// Insert adds the hash h. It does not allocate (after the zero value's first
-// use).
+// Insert adds the hash h. It does not allocate.
 func (l *LinearCounting) Insert(h uint64) {
-	if l.words == nil {
-		l.lazy()
-	}
 	i := h >> (64 - l.log2)
 	l.words[i>>6] |= 1 << (i & 63)
 }
 
 // Bits returns the bitmap size.
 func (l *LinearCounting) Bits() int {
-	l.lazy()
 	return 1 << l.log2
 }
 
 // Zeros returns the number of bits still zero.
 func (l *LinearCounting) Zeros() int {
-	l.lazy()
 	ones := 0
 	for _, w := range l.words {
 		ones += bits.OnesCount64(w)
@@ -154,8 +142,6 @@ func linearRelErr(m, z int) float64 {
 
 // Merge ORs o into l. Both must have the same size and seed.
 func (l *LinearCounting) Merge(o *LinearCounting) error {
-	l.lazy()
-	o.lazy()
 	if err := l.compatible(o); err != nil {
 		return err
 	}
@@ -178,13 +164,11 @@ func (l *LinearCounting) compatible(o *LinearCounting) error {
 
 // Reset empties l, keeping its memory.
 func (l *LinearCounting) Reset() {
-	l.lazy()
 	clear(l.words)
 }
 
 // Clone returns a deep copy of l.
 func (l *LinearCounting) Clone() *LinearCounting {
-	l.lazy()
 	c := *l
 	c.words = append([]uint64(nil), l.words...)
 	return &c
@@ -192,7 +176,6 @@ func (l *LinearCounting) Clone() *LinearCounting {
 
 // MemoryBytes returns the size of the bitmap in bytes.
 func (l *LinearCounting) MemoryBytes() int {
-	l.lazy()
 	return 8 * len(l.words)
 }
 
@@ -201,7 +184,6 @@ func (l *LinearCounting) MemoryBytes() int {
 // bitmap as a word array (64 bits per word, bit i in word i/64 bit i%64).
 // The encoding is canonical: equal sketches encode to equal bytes.
 func (l *LinearCounting) AppendBinary(b []byte) ([]byte, error) {
-	l.lazy()
 	b = appendHeader(b, kindLinearCounting, l.seed)
 	return l.appendBody(b), nil
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // encoder is what every sketch without a key codec implements.
@@ -202,8 +204,8 @@ func TestMergeTopK(t *testing.T) {
 		}
 		for k, want := range st.bytes {
 			h := st.hashes[k]
-			if e, ok := ta.Lookup(h, uint32(k)); ok {
-				if e.Count < want || e.Count-e.Error > want {
+			if e, ok := ta.Lookup(h); ok {
+				if e.Key != uint32(k) || e.Count < want || e.Count-e.Error > want {
 					t.Fatalf("%+v: key %d: %d bytes, merged entry %+v", c, k, want, e)
 				}
 			} else if bound := ta.Bound(h); want > bound {
@@ -233,11 +235,7 @@ func TestMergeTopK(t *testing.T) {
 // TestMergeTopKSmall checks the merge rule on one bucket by hand.
 func TestMergeTopKSmall(t *testing.T) {
 	newT := func() *TopK[uint32] {
-		x, err := NewTopK[uint32](TopKConfig{K: 3, Capacity: 3 + 1, Ways: 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return x
+		return must(NewTopK[uint32](TopKConfig{K: TopKWays, Capacity: TopKWays}))
 	}
 	a, b := newT(), newT()
 	for _, u := range []struct {
@@ -250,46 +248,52 @@ func TestMergeTopKSmall(t *testing.T) {
 		{a, 2, 20, Entry[uint32]{Key: 2, Count: 20}},
 		{a, 3, 5, Entry[uint32]{Key: 3, Count: 5}},
 		{a, 4, 1, Entry[uint32]{Key: 4, Count: 1}},
+		{a, 10, 30, Entry[uint32]{Key: 10, Count: 30}},
+		{a, 11, 40, Entry[uint32]{Key: 11, Count: 40}},
+		{a, 12, 50, Entry[uint32]{Key: 12, Count: 50}},
+		{a, 13, 60, Entry[uint32]{Key: 13, Count: 60}},
 		{a, 5, 2, Entry[uint32]{Key: 5, Count: 3, Error: 1}}, // replaces 4
 		{b, 1, 7, Entry[uint32]{Key: 1, Count: 7}},
 		{b, 6, 4, Entry[uint32]{Key: 6, Count: 4}},
 	} {
 		u.t.Update(testHash(u.k), u.k, u.w)
-		got, ok := u.t.Lookup(testHash(u.k), u.k)
+		got, ok := u.t.Lookup(testHash(u.k))
 		u.want.Hash = testHash(u.k)
 		if !ok || got != u.want {
 			t.Fatalf("after update of %d: %+v, want %+v", u.k, got, u.want)
 		}
 	}
-	if _, ok := a.Lookup(testHash(4), 4); ok {
+	if _, ok := a.Lookup(testHash(4)); ok {
 		t.Fatal("key 4 still in the table")
 	}
+	disjoint := a.Clone()
 	if err := a.Merge(b); err != nil {
 		t.Fatal(err)
 	}
-	// a's bucket is full (min 3), b's is not (min 0): 1 adds up, a's others
-	// add 0, 6 adds a's min 3. The five entries keep the four heaviest:
-	// 2 (20), 1 (17), 6 (7, error 3), 3 (5); 5 (3) goes.
+	// a's bucket is full (least 3), b's is not (least 0): 1 adds up, a's
+	// others add 0, 6 adds a's least 3. Of the nine, the eight heaviest
+	// stay: 5 (3) goes.
 	want := []Entry[uint32]{
-		{Key: 2, Count: 20}, {Key: 1, Count: 17}, {Key: 6, Count: 7, Error: 3},
+		{Key: 13, Count: 60}, {Key: 12, Count: 50}, {Key: 11, Count: 40}, {Key: 10, Count: 30},
+		{Key: 2, Count: 20}, {Key: 1, Count: 17}, {Key: 6, Count: 7, Error: 3}, {Key: 3, Count: 5},
 	}
-	got := a.Top(nil)
 	for i := range want {
 		want[i].Hash = testHash(want[i].Key)
 	}
-	if len(got) != len(want) {
-		t.Fatalf("Top = %+v, want %+v", got, want)
+	if diff := cmp.Diff(want, a.Top(nil)); diff != "" {
+		t.Errorf("Merge: Top (-want +got):\n%s", diff)
 	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("Top[%d] = %+v, want %+v", i, got[i], want[i])
-		}
-	}
-	if e, ok := a.Lookup(testHash(3), 3); !ok || e.Count != 5 || e.Error != 0 {
-		t.Errorf("key 3: %+v %t", e, ok)
-	}
-	if _, ok := a.Lookup(testHash(5), 5); ok || a.Bound(testHash(5)) != 5 {
+	if _, ok := a.Lookup(testHash(5)); ok || a.Bound(testHash(5)) != 5 {
 		t.Errorf("key 5 kept, or bound %d, want 5", a.Bound(testHash(5)))
+	}
+	// Disjoint, 6 keeps its count and error: 4, 0; 5 (3) still goes.
+	if err := disjoint.MergeDisjoint(b); err != nil {
+		t.Fatal(err)
+	}
+	want[6] = Entry[uint32]{Key: 3, Hash: testHash(3), Count: 5}
+	want[7] = Entry[uint32]{Key: 6, Hash: testHash(6), Count: 4}
+	if diff := cmp.Diff(want, disjoint.Top(nil)); diff != "" {
+		t.Errorf("MergeDisjoint: Top (-want +got):\n%s", diff)
 	}
 }
 
@@ -366,7 +370,7 @@ func TestMergeIncompatible(t *testing.T) {
 		r := qu(QuantileConfig{})
 		add("quantile", r, func() error { return r.Merge(qu(o)) })
 	}
-	for _, o := range []TopKConfig{{K: 10}, {Capacity: 8192}, {Ways: 4}, {Seed: 7}} {
+	for _, o := range []TopKConfig{{K: 10}, {Capacity: 8192}, {Seed: 7}} {
 		r, _ := NewTopK[uint32](TopKConfig{})
 		r.Update(1, 1, 1)
 		x, _ := NewTopK[uint32](o)

@@ -53,8 +53,9 @@ type QuantileConfig struct {
 // the same on every architecture. Merge is exact: the merge of two sketches
 // equals, byte for byte, the sketch of the concatenated streams.
 //
-// The zero value is an empty sketch with the default configuration; it
-// allocates on first use. Do not copy a Quantile after first use; use Clone.
+// Make one with NewQuantile, or decode one with UnmarshalBinary into a zero value:
+// the zero value is usable only as the receiver of UnmarshalBinary. Do not
+// copy a Quantile after first use; use Clone.
 // It is not safe for concurrent use.
 type Quantile struct {
 	counts      []uint64 // octaves·sub buckets, octave by octave
@@ -120,19 +121,8 @@ func (q *Quantile) clearCounts() {
 	q.min, q.max = math.Inf(1), math.Inf(-1)
 }
 
-// lazy gives a zero value its default configuration.
-func (q *Quantile) lazy() {
-	if q.counts == nil {
-		_ = q.init(QuantileConfig{})
-	}
-}
-
-// Add adds the value v. It does not allocate (after the zero value's first
-// use).
+// Add adds the value v. It does not allocate.
 func (q *Quantile) Add(v float64) {
-	if q.counts == nil {
-		q.lazy()
-	}
 	if v != v {
 		return
 	}
@@ -171,13 +161,11 @@ func (q *Quantile) bucket(v float64) int {
 
 // Count returns the number of values added.
 func (q *Quantile) Count() uint64 {
-	q.lazy()
 	return q.count
 }
 
 // Min returns the smallest value added, 0 when empty.
 func (q *Quantile) Min() float64 {
-	q.lazy()
 	if q.count == 0 {
 		return 0
 	}
@@ -186,7 +174,6 @@ func (q *Quantile) Min() float64 {
 
 // Max returns the largest value added, 0 when empty.
 func (q *Quantile) Max() float64 {
-	q.lazy()
 	if q.count == 0 {
 		return 0
 	}
@@ -196,15 +183,14 @@ func (q *Quantile) Max() float64 {
 // RelativeAccuracy returns the relative accuracy the buckets give,
 // 1/(2S+1), which is at most the configured one.
 func (q *Quantile) RelativeAccuracy() float64 {
-	q.lazy()
 	return 1 / float64(2*q.sub+1)
 }
 
 // Quantile returns the estimated p-quantile, 0 ≤ p ≤ 1: the estimate of the
-// value of rank ⌊p·(Count−1)⌋ (0-based) in sorted order. It returns 0 when
-// the sketch is empty and NaN for p outside [0, 1].
+// value of rank ⌊p·(Count−1)⌋ (0-based) in sorted order, exact for the first
+// and the last rank (Min and Max). It returns 0 when the sketch is empty and
+// NaN for p outside [0, 1].
 func (q *Quantile) Quantile(p float64) float64 {
-	q.lazy()
 	if !(p >= 0 && p <= 1) {
 		return math.NaN()
 	}
@@ -212,8 +198,11 @@ func (q *Quantile) Quantile(p float64) float64 {
 		return 0
 	}
 	rank := uint64(float64(p * float64(q.count-1)))
-	if rank < q.under {
+	switch {
+	case rank == 0 || rank < q.under:
 		return q.min
+	case rank == q.count-1:
+		return q.max
 	}
 	seen := q.under
 	for i, c := range q.counts {
@@ -235,8 +224,6 @@ func (q *Quantile) value(i int) float64 {
 
 // Merge adds o to q. Both must have the same buckets.
 func (q *Quantile) Merge(o *Quantile) error {
-	q.lazy()
-	o.lazy()
 	if q.sub != o.sub || q.emin != o.emin || q.octaves != o.octaves {
 		return fmt.Errorf("sketch: merge %v: %d octaves from 2^%d of %d buckets with %d octaves from 2^%d of %d buckets: %w",
 			kindQuantile, q.octaves, q.emin, q.sub, o.octaves, o.emin, o.sub, ErrIncompatible)
@@ -253,13 +240,11 @@ func (q *Quantile) Merge(o *Quantile) error {
 
 // Reset empties q, keeping its memory.
 func (q *Quantile) Reset() {
-	q.lazy()
 	q.clearCounts()
 }
 
 // Clone returns a deep copy of q.
 func (q *Quantile) Clone() *Quantile {
-	q.lazy()
 	c := *q
 	c.counts = append([]uint64(nil), q.counts...)
 	return &c
@@ -267,7 +252,6 @@ func (q *Quantile) Clone() *Quantile {
 
 // MemoryBytes returns the bytes of the buckets.
 func (q *Quantile) MemoryBytes() int {
-	q.lazy()
 	return 8 * len(q.counts)
 }
 
@@ -277,7 +261,6 @@ func (q *Quantile) MemoryBytes() int {
 // a word array, and, when q is not empty, Min and Max as big-endian IEEE
 // 754 bits. The encoding is canonical.
 func (q *Quantile) AppendBinary(b []byte) ([]byte, error) {
-	q.lazy()
 	b = appendHeader(b, kindQuantile, 0)
 	b = binary.AppendUvarint(b, uint64(q.sub))
 	b = binary.AppendUvarint(b, uint64(q.octaves))

@@ -1,0 +1,316 @@
+package sketch
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"testing"
+)
+
+// benchHashes returns n (a power of two) random hashes.
+func benchHashes(n int) []uint64 {
+	rng := rand.New(rand.NewPCG(23, 24))
+	h := make([]uint64, n)
+	for i := range h {
+		h[i] = rng.Uint64()
+	}
+	return h
+}
+
+// flowKey40 stands for the engine's 40-byte flow key.
+type flowKey40 [40]byte
+
+// zipfStream returns n (a power of two) packets of a Zipf 1.0 stream over
+// keys keys: the key index and the hash of each.
+func zipfStream(n, keys int) ([]uint32, []uint64) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	a := newAlias(zipfWeights(keys, 1.0))
+	hashes := make([]uint64, keys)
+	for i := range hashes {
+		k := flowKey(uint32(i))
+		hashes[i] = Hash(DefaultSeed, k[:])
+	}
+	idx, hs := make([]uint32, n), make([]uint64, n)
+	for i := range idx {
+		idx[i] = uint32(a.sample(rng))
+		hs[i] = hashes[idx[i]]
+	}
+	return idx, hs
+}
+
+func BenchmarkLinearCountingInsert(b *testing.B) {
+	for _, bits := range []int{1 << 16, DefaultLinearCountingBits} {
+		b.Run("bits="+strconv.Itoa(bits), func(b *testing.B) {
+			l := must(NewLinearCounting(LinearCountingConfig{Bits: bits}))
+			hs := benchHashes(1 << 16)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				l.Insert(hs[i&(1<<16-1)] + uint64(i))
+			}
+		})
+	}
+}
+
+func BenchmarkDistinctInsert(b *testing.B) {
+	d := must(NewDistinct(DistinctConfig{}))
+	hs := benchHashes(1 << 16)
+	b.Run("distinct", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			d.Insert(hs[i&(1<<16-1)] + uint64(i))
+		}
+	})
+	b.Run("hyperloglog", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			d.hll.InsertHash(hs[i&(1<<16-1)] + uint64(i))
+		}
+	})
+}
+
+func BenchmarkCountMinAdd(b *testing.B) {
+	for _, c := range []CountMinConfig{
+		{Depth: 4, Width: 1 << 12},
+		{Depth: 4, Width: DefaultCountMinWidth},
+		{Depth: 4, Width: DefaultCountMinWidth, Conservative: true},
+	} {
+		name := "4x" + strconv.Itoa(c.Width)
+		if c.Conservative {
+			name += "/conservative"
+		}
+		b.Run(name, func(b *testing.B) {
+			cm := must(NewCountMin(c))
+			hs := benchHashes(1 << 16)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				cm.Add(hs[i&(1<<16-1)]+uint64(i), 1500)
+			}
+		})
+	}
+}
+
+func BenchmarkCountMinEstimate(b *testing.B) {
+	cm := must(NewCountMin(CountMinConfig{}))
+	hs := benchHashes(1 << 16)
+	for _, h := range hs {
+		cm.Add(h, 1500)
+	}
+	b.ReportAllocs()
+	var s uint64
+	for i := 0; b.Loop(); i++ {
+		s += cm.Estimate(hs[i&(1<<16-1)])
+	}
+	uint64Sink = s
+}
+
+// BenchmarkTopKUpdate measures updates with 40-byte keys: a Zipf 1.0 stream
+// over 100 k and 2 M keys (hits on the heavy keys, replacements in the
+// tail), and the two extremes: always the same key, always a new key.
+func BenchmarkTopKUpdate(b *testing.B) {
+	keys := make([]flowKey40, 1<<12) // a few cache lines' worth would do: the keys are only copied
+	for i := range keys {
+		k := flowKey(uint32(i))
+		copy(keys[i][:], k[:])
+	}
+	for _, n := range []int{100_000, 2_000_000} {
+		b.Run("zipf1.0/keys="+strconv.Itoa(n), func(b *testing.B) {
+			idx, hs := zipfStream(1<<20, n)
+			x := must(NewTopK[flowKey40](TopKConfig{}))
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				j := i & (1<<20 - 1)
+				x.Update(hs[j], keys[idx[j]&(1<<12-1)], 1500)
+			}
+		})
+	}
+	b.Run("zipf1.0/keys=2000000/key=uint32", func(b *testing.B) {
+		idx, hs := zipfStream(1<<20, 2_000_000)
+		x := must(NewTopK[uint32](TopKConfig{}))
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			j := i & (1<<20 - 1)
+			x.Update(hs[j], idx[j], 1500)
+		}
+	})
+	b.Run("baseline", func(b *testing.B) {
+		// The loop of the Zipf cases calling a no-op of Update's
+		// signature: what the harness and the 40-byte key argument cost.
+		idx, hs := zipfStream(1<<20, 2_000_000)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			j := i & (1<<20 - 1)
+			noUpdate(hs[j], keys[idx[j]&(1<<12-1)], 1500)
+		}
+	})
+	b.Run("same", func(b *testing.B) {
+		x := must(NewTopK[flowKey40](TopKConfig{}))
+		h := Hash(DefaultSeed, keys[0][:])
+		b.ReportAllocs()
+		for b.Loop() {
+			x.Update(h, keys[0], 1500)
+		}
+	})
+	b.Run("new", func(b *testing.B) {
+		x := must(NewTopK[flowKey40](TopKConfig{}))
+		hs := benchHashes(1 << 16)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			x.Update(hs[i&(1<<16-1)]+uint64(i), keys[i&(1<<12-1)], 1500)
+		}
+	})
+}
+
+// noUpdate is the no-op of BenchmarkTopKUpdate/baseline.
+//
+//go:noinline
+func noUpdate(h uint64, key flowKey40, weight uint64) { uint64Sink += h + weight + uint64(key[0]) }
+
+func BenchmarkQuantileAdd(b *testing.B) {
+	q := must(NewQuantile(QuantileConfig{}))
+	hs := benchHashes(1 << 16)
+	vals := make([]float64, len(hs))
+	for i, h := range hs {
+		vals[i] = float64(h>>40) + 100 // latencies up to 16 ms
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		q.Add(vals[i&(1<<16-1)])
+	}
+}
+
+func BenchmarkJitterObserve(b *testing.B) {
+	j := must(NewJitter[flowKey40](JitterConfig{}))
+	var key flowKey40
+	hs := benchHashes(1 << 10)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i&(1<<10-1) == 0 {
+			j.Advance()
+		}
+		j.Observe(hs[i&(1<<10-1)], key, 1e9)
+	}
+}
+
+// BenchmarkEstimate measures the once-per-window queries of the default
+// sketches filled with 100 k flows.
+func BenchmarkEstimate(b *testing.B) {
+	hs := benchHashes(1 << 17)[:100_000]
+	lc := must(NewLinearCounting(LinearCountingConfig{}))
+	d := must(NewDistinct(DistinctConfig{}))
+	x := must(NewTopK[flowKey40](TopKConfig{}))
+	q := must(NewQuantile(QuantileConfig{}))
+	j := must(NewJitter[flowKey40](JitterConfig{ElephantRate: 1, AbsRate: 1}))
+	for i, h := range hs {
+		lc.Insert(h)
+		d.Insert(h)
+		var k flowKey40
+		k[0], k[1], k[2] = byte(i), byte(i>>8), byte(i>>16)
+		x.Update(h, k, uint64(i))
+		q.Add(float64(h >> 40))
+		if i < DefaultJitterCapacity {
+			j.Observe(h, k, float64(i))
+		}
+	}
+	j.Advance()
+	for i, h := range hs[:DefaultJitterCapacity] {
+		j.Observe(h, flowKey40{byte(i), byte(i >> 8)}, float64(i%7))
+	}
+	entries := make([]Entry[flowKey40], 0, 4096)
+	flows := make([]JitterFlow[flowKey40], 0, 2*DefaultJitterCapacity)
+	for _, c := range []struct {
+		name string
+		f    func()
+	}{
+		{"LinearCounting", func() { estimateSink = lc.Estimate() }},
+		{"Distinct", func() { estimateSink = d.Estimate() }},
+		{"HyperLogLog", func() { estimateSink = d.HyperLogLog() }},
+		{"TopK.Top", func() { _ = x.Top(entries[:0]) }},
+		{"Quantile.p99", func() { floatSink = q.Quantile(0.99) }},
+		{"Jitter.Detect", func() { _ = j.Detect(flows[:0]) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c.f()
+			}
+		})
+	}
+}
+
+// BenchmarkMerge measures merging two default sketches filled with 100 k
+// flows each.
+func BenchmarkMerge(b *testing.B) {
+	hs := benchHashes(1 << 18)
+	fill := func(off int) (*Distinct, *CountMin, *TopK[flowKey40], *Quantile) {
+		d := must(NewDistinct(DistinctConfig{}))
+		c := must(NewCountMin(CountMinConfig{}))
+		x := must(NewTopK[flowKey40](TopKConfig{}))
+		q := must(NewQuantile(QuantileConfig{}))
+		for i, h := range hs[off : off+100_000] {
+			d.Insert(h)
+			c.Add(h, uint64(i))
+			x.Update(h, flowKey40{byte(i), byte(i >> 8), byte(i >> 16)}, uint64(i))
+			q.Add(float64(h >> 40))
+		}
+		return d, c, x, q
+	}
+	d1, c1, x1, q1 := fill(0)
+	d2, c2, x2, q2 := fill(100_000)
+	for _, c := range []struct {
+		name string
+		f    func() error
+	}{
+		{"LinearCounting", func() error { return d1.lc.Merge(&d2.lc) }},
+		{"Distinct", func() error { return d1.Merge(d2) }},
+		{"CountMin", func() error { return c1.Merge(c2) }},
+		{"TopK", func() error { return x1.Merge(x2) }},
+		{"TopK.Disjoint", func() error { return x1.MergeDisjoint(x2) }},
+		{"Quantile", func() error { return q1.Merge(q2) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := c.f(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkEncode measures AppendBinary and UnmarshalBinary of default
+// sketches holding 10 k flows, the size of a busy window.
+func BenchmarkEncode(b *testing.B) {
+	hs := benchHashes(1 << 14)[:10_000]
+	d := must(NewDistinct(DistinctConfig{}))
+	c := must(NewCountMin(CountMinConfig{}))
+	for i, h := range hs {
+		d.Insert(h)
+		c.Add(h, uint64(1500*i))
+	}
+	for _, s := range []struct {
+		name string
+		enc  func([]byte) ([]byte, error)
+		dec  func([]byte) error
+	}{
+		{"Distinct", d.AppendBinary, d.UnmarshalBinary},
+		{"CountMin", c.AppendBinary, c.UnmarshalBinary},
+	} {
+		buf := must(s.enc(nil))
+		b.Run(s.name+"/append", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(buf)))
+			for b.Loop() {
+				buf = must(s.enc(buf[:0]))
+			}
+		})
+		b.Run(s.name+"/unmarshal", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(buf)))
+			for b.Loop() {
+				if err := s.dec(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
