@@ -206,8 +206,8 @@ const (
 	wordsSparse
 )
 
-// wordSizes returns the payload sizes of the three modes for the n words
-// whose non-zero values are visited by sizer.add.
+// wordSizes accumulates, over the non-zero words of an array of n words
+// given to add in index order, what the canonical mode depends on.
 type wordSizes struct {
 	n       int // words
 	nonzero int // non-zero words

@@ -14,9 +14,9 @@ const (
 	DefaultCountMinWidth = 1 << 16
 	// MaxCountMinDepth bounds the rows.
 	MaxCountMinDepth = 16
-	// MaxCountMinCells bounds depth × width (256 MiB of counters).
-	MaxCountMinCells     = 1 << 25
-	maxCountMinLog2Width = 25
+	// MaxCountMinCells bounds depth × width (128 MiB of counters).
+	MaxCountMinCells     = 1 << 24
+	maxCountMinLog2Width = 24
 )
 
 // CountMinConfig shapes a [CountMin].

@@ -34,8 +34,9 @@ type DistinctConfig struct {
 // HyperLogLog (github.com/axiomhq/hyperloglog, dense registers) fed the same
 // hashes. [Distinct.Estimate] reports the Linear Counting estimate while the
 // bitmap's load keeps its standard error below HyperLogLog's, and the
-// HyperLogLog estimate past that: with the defaults, Linear Counting up to
-// about 40 M flows (error ≤ 0.81 %), HyperLogLog (0.81 %) beyond.
+// HyperLogLog estimate past that: with the defaults, Linear Counting until
+// 144 bits of 2^22 are left zero, about 43 M flows (standard error 0.0375 %
+// at 2 M flows, 0.81 % at 43 M), and HyperLogLog (0.81 %) beyond.
 //
 // Merge is exact: the bitmaps are ORed and the registers maxed, so the
 // merge of two sketches equals, byte for byte, the sketch of the union of
@@ -154,10 +155,11 @@ func (d *Distinct) MemoryBytes() int {
 	return d.lc.MemoryBytes() + 1<<d.p
 }
 
-// AppendBinary appends the encoding of d to b: the common header, the log2 of
-// the bitmap size and the HyperLogLog precision (one byte each), the bitmap
-// as a word array, and the 2^p registers, eight to a big-endian word, as a
-// word array. The encoding is canonical.
+// AppendBinary appends the encoding of d to b: the common header, the
+// bitmap as in the encoding of a [LinearCounting] (the log2 of its size, one
+// byte, and its word array), the HyperLogLog precision p (one byte) and the
+// 2^p registers, eight to a big-endian word, as a word array. The encoding
+// is canonical.
 func (d *Distinct) AppendBinary(b []byte) ([]byte, error) {
 	enc, err := d.hll.AppendBinary(nil)
 	if err != nil {
@@ -165,8 +167,7 @@ func (d *Distinct) AppendBinary(b []byte) ([]byte, error) {
 	}
 	regs := enc[8:] // the version 2 dense layout: 8-byte header, 2^p registers
 	b = appendHeader(b, kindDistinct, d.lc.seed)
-	b = append(b, d.lc.log2, d.p)
-	b = appendWords(b, d.lc.words)
+	b = append(d.lc.appendBody(b), d.p)
 	words := make([]uint64, len(regs)/8)
 	for i := range words {
 		words[i] = binary.BigEndian.Uint64(regs[8*i:])
@@ -184,7 +185,7 @@ func (d *Distinct) UnmarshalBinary(data []byte) error {
 	if err != nil {
 		return err
 	}
-	log2, err := r.u8()
+	bitmap, log2, err := readLinearBody(r)
 	if err != nil {
 		return err
 	}
@@ -192,19 +193,16 @@ func (d *Distinct) UnmarshalBinary(data []byte) error {
 	if err != nil {
 		return err
 	}
-	if log2 < minLinearCountingLog2 || log2 > maxLinearCountingLog2 || p < minHLLPrecision || p > maxHLLPrecision {
-		r.off -= 2
-		return r.errorf(ErrCorrupt, "bitmap of 2^%d bits, hyperloglog precision %d", log2, p)
+	if p < minHLLPrecision || p > maxHLLPrecision {
+		r.off--
+		return r.errorf(ErrCorrupt, "hyperloglog precision %d", p)
 	}
-	bitmap := *r
-	if err := r.readWords("bitmap", 1<<(log2-6), func(int, uint64) error { return nil }); err != nil {
-		return err
-	}
+	// Rebuild the registers in axiomhq's version 2 dense encoding: version,
+	// p, two zero bytes, the register count (uint32), the registers.
 	maxRho := 64 - p + 1 // the largest register value axiomhq accepts
-	enc := make([]byte, 8, 8+1<<p)
-	enc[0], enc[1] = 2, p // version 2, dense
+	enc := make([]byte, 8+1<<p)
+	enc[0], enc[1] = 2, p
 	binary.BigEndian.PutUint32(enc[4:], 1<<p)
-	enc = enc[:8+1<<p]
 	err = r.readWords("registers", 1<<(p-3), func(i int, v uint64) error {
 		binary.BigEndian.PutUint64(enc[8+8*i:], v)
 		for j, x := range enc[8+8*i : 16+8*i] {
@@ -224,7 +222,7 @@ func (d *Distinct) UnmarshalBinary(data []byte) error {
 	if err := hll.UnmarshalBinary(enc); err != nil {
 		return fmt.Errorf("sketch: decode %v: registers: %w: %w", kindDistinct, ErrCorrupt, err)
 	}
-	d.lc.words = fillWords(&bitmap, d.lc.words, 1<<(log2-6))
+	d.lc.words = fillWords(bitmap, d.lc.words, 1<<(log2-6))
 	d.lc.log2, d.lc.seed = log2, seed
 	d.hll, d.p = hll, p
 	d.zmin = switchZeros(1<<log2, p)

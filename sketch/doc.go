@@ -44,10 +44,15 @@
 // are written in the shortest of three forms (fixed 8-byte words, uvarints,
 // or sparse index-gap and value pairs). Encodings are canonical: equal
 // sketches encode to equal bytes, and the decoders accept only what the
-// encoders write. UnmarshalBinary bounds every length by the input's size or
-// the package's Max limits before allocating, rejects trailing bytes, wraps
-// [ErrCorrupt] (or [ErrTruncated], which wraps it) on bad input, never
-// panics, and leaves the receiver unchanged on error.
+// encoders write. UnmarshalBinary bounds every count of items by the bytes
+// left before allocating, rejects trailing bytes, wraps [ErrCorrupt] (or
+// [ErrTruncated], which wraps it) on bad input, never panics, and leaves the
+// receiver unchanged on error. A large, mostly empty sketch has a short
+// encoding, so decoding allocates the sketch's full size, which the
+// dimension limits bound: 32 MiB for a Linear Counting bitmap
+// (2^28 bits), 128 MiB for Count-Min ([MaxCountMinCells]), 64 MiB for a
+// top-k of 40-byte keys ([MaxTopKCapacity]), 128 MiB for a jitter detector
+// of 40-byte keys ([MaxJitterCapacity]), 8 MiB for quantile buckets.
 //
 // # Determinism
 //

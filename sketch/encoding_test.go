@@ -354,7 +354,9 @@ func TestCorrupt(t *testing.T) {
 		}
 	}
 	lc := encOf(lcSamples()[1]) // 1024 bits, 100 hashes: sparse words
-	dst := encOf(distinctSamples()[1])
+	ds := distinctSamples()[1]
+	dst := encOf(ds)
+	distinctPOff := len(ds.lc.appendBody(appendHeader(nil, kindDistinct, ds.lc.seed))) // the precision byte
 	cm := encOf(countMinSamples()[1])
 	tk := keyedEncOf(topKSamples()[2]) // 5 entries of 1<<40
 	qu := encOf(quantileSamples()[2])  // one value
@@ -373,8 +375,9 @@ func TestCorrupt(t *testing.T) {
 			"uvarint > 2^64": append(lc[:12:12], 2, 1, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f),
 		},
 		"distinct": {
-			"precision 3":  set(dst, 12, 3),
-			"precision 19": set(dst, 12, 19),
+			"bits 2^30":    set(dst, 11, 30),
+			"precision 3":  set(dst, distinctPOff, 3),
+			"precision 19": set(dst, distinctPOff, 19),
 			"register":     append(append(dst[:len(dst)-1:len(dst)-1], 60), 0),
 		},
 		"count-min": {

@@ -18,7 +18,7 @@ const (
 	// DefaultJitterCapacity is the default number of flows per window.
 	DefaultJitterCapacity = 1 << 12
 	// MaxJitterCapacity bounds the flows per window.
-	MaxJitterCapacity = 1 << 24
+	MaxJitterCapacity = 1 << 20
 )
 
 // JitterConfig shapes a [Jitter]. Rates are in bits/s.

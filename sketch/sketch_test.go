@@ -221,13 +221,13 @@ func TestConfig(t *testing.T) {
 	try(bad, "distinct bits 100", err)
 	_, err = NewDistinct(DistinctConfig{HLLPrecision: 18, Bits: 1 << 28})
 	try(ok, "distinct limits", err)
-	for _, c := range []CountMinConfig{{Depth: 17}, {Depth: -1}, {Width: 1}, {Width: 3}, {Depth: 2, Width: 1 << 25}} {
+	for _, c := range []CountMinConfig{{Depth: 17}, {Depth: -1}, {Width: 1}, {Width: 3}, {Depth: 2, Width: 1 << 24}} {
 		_, err := NewCountMin(c)
 		try(bad, "count-min "+itoa(c.Depth)+"x"+itoa(c.Width), err)
 	}
-	_, err = NewCountMin(CountMinConfig{Depth: 1, Width: 1 << 25})
+	_, err = NewCountMin(CountMinConfig{Depth: 1, Width: 1 << 24})
 	try(ok, "count-min limits", err)
-	for _, c := range []TopKConfig{{K: -1}, {K: 9, Capacity: 8}, {Capacity: 6000}, {Capacity: 4, K: 1}, {Capacity: 1 << 25}} {
+	for _, c := range []TopKConfig{{K: -1}, {K: 9, Capacity: 8}, {Capacity: 6000}, {Capacity: 4, K: 1}, {Capacity: 1 << 21}} {
 		_, err := NewTopK[int](c)
 		try(bad, "top-k "+itoa(c.K)+" "+itoa(c.Capacity), err)
 	}
@@ -240,7 +240,7 @@ func TestConfig(t *testing.T) {
 	}
 	_, err = NewQuantile(QuantileConfig{RelativeAccuracy: 0.4999, MinValue: 0x1p-1022, MaxValue: math.MaxFloat64})
 	try(ok, "quantile limits", err)
-	for _, c := range []JitterConfig{{ElephantRate: -1}, {AbsRate: math.NaN()}, {RelChange: math.Inf(1)}, {Capacity: -1}, {Capacity: 1 << 25}} {
+	for _, c := range []JitterConfig{{ElephantRate: -1}, {AbsRate: math.NaN()}, {RelChange: math.Inf(1)}, {Capacity: -1}, {Capacity: 1 << 21}} {
 		_, err := NewJitter[int](c)
 		try(bad, "jitter", err)
 	}

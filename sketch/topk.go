@@ -20,10 +20,10 @@ const (
 	// TopKWays is the number of entries per bucket: the hashes of a bucket
 	// fill one cache line, its counts the next.
 	TopKWays = 8
-	// MaxTopKCapacity bounds the table entries.
-	MaxTopKCapacity = 1 << 24
+	// MaxTopKCapacity bounds the table entries (64 MiB for a 40-byte key).
+	MaxTopKCapacity = 1 << 20
 	// maxTopKLog2Buckets is log2(MaxTopKCapacity / TopKWays).
-	maxTopKLog2Buckets = 21
+	maxTopKLog2Buckets = 17
 )
 
 // TopKConfig shapes a [TopK].
