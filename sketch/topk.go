@@ -69,6 +69,7 @@ type TopKConfig struct {
 // concurrent use.
 type TopK[K comparable] struct {
 	buckets []topKBucket[K]
+	ranks   []topKRank // Top's scratch
 	k       int
 	log2b   uint8 // log2 of the number of buckets
 	mul     uint64
@@ -190,22 +191,32 @@ func (t *TopK[K]) Bound(h uint64) uint64 { return t.bucket(h).least() }
 func (t *TopK[K]) K() int { return t.k }
 
 // Top appends to dst the K heaviest entries, by Count descending, ties by
-// Hash ascending and then by table position, and returns the extended
-// slice. It does not allocate when dst has room for every entry the table
-// holds (its capacity).
+// Hash ascending, and returns the extended slice. (No two entries have the
+// same hash, so the order is total.) It allocates only on its first call and
+// when dst has no room for K more entries.
 func (t *TopK[K]) Top(dst []Entry[K]) []Entry[K] {
-	start := len(dst)
+	t.ranks = t.ranks[:0]
 	for bi := range t.buckets {
 		b := &t.buckets[bi]
 		for i, c := range &b.counts {
 			if c != 0 {
-				dst = append(dst, b.entry(i))
+				t.ranks = append(t.ranks, topKRank{count: c, hash: b.hashes[i], slot: uint32(bi*TopKWays + i)})
 			}
 		}
 	}
-	all := dst[start:]
-	slices.SortStableFunc(all, compareEntries[K])
-	return dst[:start+min(len(all), t.k)]
+	slices.SortFunc(t.ranks, func(a, b topKRank) int {
+		return cmp.Or(cmp.Compare(b.count, a.count), cmp.Compare(a.hash, b.hash))
+	})
+	for _, r := range t.ranks[:min(len(t.ranks), t.k)] {
+		dst = append(dst, t.buckets[r.slot/TopKWays].entry(int(r.slot%TopKWays)))
+	}
+	return dst
+}
+
+// topKRank is what Top sorts: an occupied entry's count, hash and index.
+type topKRank struct {
+	count, hash uint64
+	slot        uint32
 }
 
 // compareEntries orders entries by Count descending, then Hash ascending.
@@ -217,8 +228,8 @@ func compareEntries[K comparable](a, b Entry[K]) int {
 // (the mergeable summaries of Agarwal et al., 2012): a key in both buckets
 // adds counts and errors; a key in one bucket only adds the other bucket's
 // smallest count to both, as its weight there may be up to that; of the
-// union, the TopKWays heaviest stay, ordered by count descending, hash
-// ascending, t's entries first. A bucket that o leaves empty is unchanged.
+// union, the TopKWays heaviest stay, ordered by count descending, then hash
+// ascending. A bucket that o leaves empty is unchanged.
 // Both must have the same dimensions and seed.
 func (t *TopK[K]) Merge(o *TopK[K]) error { return t.merge(o, false) }
 
@@ -286,7 +297,7 @@ func (b *topKBucket[K]) merge(o *topKBucket[K], disjoint bool) {
 			n++
 		}
 	}
-	slices.SortStableFunc(union[:n], compareEntries[K])
+	slices.SortFunc(union[:n], compareEntries[K]) // hashes are distinct: a total order
 	*b = topKBucket[K]{}
 	for i := range min(n, TopKWays) {
 		e := &union[i]
@@ -301,10 +312,12 @@ func (t *TopK[K]) Reset() { clear(t.buckets) }
 func (t *TopK[K]) Clone() *TopK[K] {
 	c := *t
 	c.buckets = slices.Clone(t.buckets)
+	c.ranks = nil
 	return &c
 }
 
-// MemoryBytes returns the bytes of the table.
+// MemoryBytes returns the bytes of the table (Top adds a scratch array of 24
+// bytes per entry on its first call).
 func (t *TopK[K]) MemoryBytes() int {
 	var b topKBucket[K]
 	return len(t.buckets) * int(unsafe.Sizeof(b))
