@@ -1,0 +1,492 @@
+package decode
+
+import "encoding/binary"
+
+// DefaultRoCEPort is the UDP destination port IANA assigned to RoCEv2.
+const DefaultRoCEPort = 4791
+
+// Decoder decodes frames into Packets. The zero value is ready to use and
+// decodes RoCEv2 on UDP destination port 4791. Decoding never modifies a
+// Decoder, so one Decoder may serve any number of goroutines, each with its
+// own Packet.
+type Decoder struct {
+	// RoCEPort is the UDP destination port that carries RoCEv2; 0 means
+	// DefaultRoCEPort. Only the destination port counts: a datagram from
+	// port 4791 to another port is not RoCEv2.
+	RoCEPort uint16
+}
+
+// defaultDecoder serves [Packet.Decode].
+var defaultDecoder Decoder
+
+// Supported reports whether the decoder understands frames of link type
+// link. Decoding any other link type fails with ErrLinkType.
+func Supported(link LinkType) bool {
+	switch link {
+	case LinkEthernet, LinkRaw, LinkIPv4, LinkIPv6, LinkLinuxSLL,
+		LinkLinuxSLL2, LinkERF, LinkInfiniBand:
+		return true
+	}
+	return false
+}
+
+// Decode decodes frame, of link type link, into p with the default
+// Decoder (RoCEv2 on UDP port 4791). See [Decoder.Decode].
+func (p *Packet) Decode(frame []byte, link LinkType) error {
+	return defaultDecoder.Decode(p, frame, link)
+}
+
+// Decode decodes frame, of link type link, into p, and returns nil or an
+// [Error] (also stored in p.Err).
+//
+// It resets p first: Headers, Kind, Err, PayloadLen and Payload always, and
+// every other field whenever the bit of its header is set in p.Headers; a
+// field whose header bit is clear keeps stale bytes and must not be read.
+// Payload aliases frame. Decode reads only inside frame, never allocates and
+// never panics, whatever the bytes.
+//
+// A frame that ends before a header it announces returns ErrTruncated with
+// the headers before the cut decoded; a payload cut short by the capture's
+// snap length is not an error (PayloadLen stays the on-wire length and
+// HasICRC is clear). Frames that are neither RoCE, InfiniBand nor pause
+// frames decode with a nil error and KindOther.
+func (d *Decoder) Decode(p *Packet, frame []byte, link LinkType) error {
+	p.Headers, p.Kind, p.Err, p.PayloadLen, p.Payload = 0, KindOther, 0, 0, nil
+	port := d.RoCEPort
+	if port == 0 {
+		port = DefaultRoCEPort
+	}
+	var e Error
+	switch link {
+	case LinkEthernet:
+		e = p.ethernet(frame, port)
+	case LinkRaw:
+		e = p.rawIP(frame, port)
+	case LinkIPv4:
+		e = p.ipv4(frame, port)
+	case LinkIPv6:
+		e = p.ipv6(frame, port)
+	case LinkLinuxSLL:
+		e = p.sll(frame, port)
+	case LinkLinuxSLL2:
+		e = p.sll2(frame, port)
+	case LinkERF:
+		e = p.erf(frame, port)
+	case LinkInfiniBand:
+		e = p.lrh(frame)
+	default:
+		e = ErrLinkType
+	}
+	if e != 0 {
+		p.Err = e
+		return e
+	}
+	return nil
+}
+
+// DecodeTransport decodes b as one InfiniBand transport packet: a BTH, the
+// extension headers its opcode implies, payload, pad and ICRC, all of it
+// present (as in the UDP payload of a RoCEv2 datagram). It resets p as
+// [Decoder.Decode] does, sets only the transport fields and leaves Kind
+// KindOther, since the encapsulation is unknown. It returns nil or an Error
+// (ErrUDP when b is too short for the headers its opcode implies).
+func (p *Packet) DecodeTransport(b []byte) error {
+	p.Headers, p.Kind, p.Err, p.PayloadLen, p.Payload = 0, KindOther, 0, 0, nil
+	if e := p.transport(b, len(b), ErrUDP); e != 0 {
+		p.Err = e
+		return e
+	}
+	return nil
+}
+
+func be16(b []byte) uint16 { return binary.BigEndian.Uint16(b) }
+func be32(b []byte) uint32 { return binary.BigEndian.Uint32(b) }
+func be64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
+
+// Ethertypes and IP protocols the decoder follows.
+const (
+	etherTypeIPv4       = 0x0800
+	etherTypeIPv6       = 0x86DD
+	etherTypeVLAN       = 0x8100
+	etherTypeQinQ       = 0x88A8
+	etherTypeQinQOld    = 0x9100
+	etherTypeRoCEv1     = 0x8915
+	etherTypeMACControl = 0x8808
+
+	protoUDP = 17
+	protoGRE = 47
+)
+
+// ethernet decodes an Ethernet II frame.
+func (p *Packet) ethernet(b []byte, port uint16) Error {
+	if len(b) < 14 {
+		return ErrTruncated
+	}
+	p.DstMAC = [6]byte(b[0:6])
+	p.SrcMAC = [6]byte(b[6:12])
+	p.Headers |= HasEthernet
+	return p.etherType(be16(b[12:14]), b[14:], port)
+}
+
+// etherType decodes the 802.1Q/802.1ad tags at the start of b when et is a
+// tag protocol, then what the innermost ethertype announces.
+func (p *Packet) etherType(et uint16, b []byte, port uint16) Error {
+	p.NumVLAN = 0
+	for et == etherTypeVLAN || et == etherTypeQinQ || et == etherTypeQinQOld {
+		if len(b) < 4 {
+			p.EtherType = et
+			return ErrTruncated
+		}
+		tci := be16(b)
+		n := p.NumVLAN
+		if n == 0 {
+			p.PCP = uint8(tci >> 13)
+			p.Headers |= HasVLAN
+		}
+		if n < uint8(len(p.VLANs)) {
+			p.VLANs[n] = tci & 0x0fff
+		}
+		if n < 255 {
+			p.NumVLAN = n + 1
+		}
+		et = be16(b[2:4])
+		b = b[4:]
+	}
+	p.EtherType = et
+	switch et {
+	case etherTypeIPv4:
+		return p.ipv4(b, port)
+	case etherTypeIPv6:
+		return p.ipv6(b, port)
+	case etherTypeRoCEv1:
+		return p.rocev1(b)
+	case etherTypeMACControl:
+		return p.macControl(b)
+	}
+	return 0
+}
+
+// sll decodes a Linux cooked capture (v1) header: packet type, ARPHRD type,
+// address length, 8 address bytes, protocol.
+func (p *Packet) sll(b []byte, port uint16) Error {
+	if len(b) < 16 {
+		return ErrTruncated
+	}
+	return p.cooked(b[6:14], int(be16(b[4:6])), be16(b[14:16]), b[16:], port)
+}
+
+// sll2 decodes a Linux cooked capture v2 header: protocol, reserved,
+// interface index, ARPHRD type, packet type, address length, 8 address bytes.
+func (p *Packet) sll2(b []byte, port uint16) Error {
+	if len(b) < 20 {
+		return ErrTruncated
+	}
+	return p.cooked(b[12:20], int(b[11]), be16(b[0:2]), b[20:], port)
+}
+
+// cooked fills the Ethernet fields from a Linux cooked header, whose only
+// address is the sender's, and decodes what the protocol announces.
+func (p *Packet) cooked(addr []byte, alen int, proto uint16, rest []byte, port uint16) Error {
+	p.DstMAC = [6]byte{}
+	p.SrcMAC = [6]byte{}
+	if alen == 6 {
+		p.SrcMAC = [6]byte(addr[:6])
+	}
+	p.Headers |= HasEthernet
+	return p.etherType(proto, rest, port)
+}
+
+// erf decodes an ERF record: a 16-byte header, extension headers, then an
+// InfiniBand packet (type 21) or an Ethernet frame behind two pad bytes
+// (type 2). The wire length bounds the packet, so the padding that rounds
+// records to 8 bytes is never read as packet bytes.
+func (p *Packet) erf(b []byte, port uint16) Error {
+	const (
+		erfTypeEthernet   = 2
+		erfTypeInfiniBand = 21
+	)
+	if len(b) < 16 {
+		return ErrTruncated
+	}
+	typ, rlen, wlen := b[8], int(be16(b[10:12])), int(be16(b[14:16]))
+	if rlen < 16 {
+		return ErrERF
+	}
+	off := 16
+	for more := typ&0x80 != 0; more; off += 8 {
+		if len(b) < off+8 {
+			return ErrTruncated
+		}
+		more = b[off]&0x80 != 0
+	}
+	switch typ & 0x7f {
+	case erfTypeInfiniBand:
+		return p.lrh(limit(b[off:], wlen))
+	case erfTypeEthernet:
+		if len(b) < off+2 {
+			return ErrTruncated
+		}
+		return p.ethernet(limit(b[off+2:], wlen), port)
+	}
+	return 0
+}
+
+// limit returns b cut to at most n bytes.
+func limit(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}
+
+// rawIP decodes an IPv4 or IPv6 packet, telling them apart by the version.
+func (p *Packet) rawIP(b []byte, port uint16) Error {
+	if len(b) < 1 {
+		return ErrTruncated
+	}
+	switch b[0] >> 4 {
+	case 4:
+		return p.ipv4(b, port)
+	case 6:
+		return p.ipv6(b, port)
+	}
+	return ErrIPVersion
+}
+
+// ipv4 decodes an IPv4 header (with options) and what its protocol
+// announces. Fragments other than a whole datagram are not followed.
+func (p *Packet) ipv4(b []byte, port uint16) Error {
+	if len(b) < 20 {
+		return ErrTruncated
+	}
+	vihl := b[0]
+	hl := int(vihl&0x0f) * 4
+	total := int(be16(b[2:4]))
+	if vihl>>4 != 4 || hl < 20 || total < hl {
+		return ErrIPv4
+	}
+	p.DSCP, p.ECN = b[1]>>2, b[1]&3
+	p.TTL = b[8]
+	p.IPLen = uint16(total)
+	p.Src = AddrFrom4([4]byte(b[12:16]))
+	p.Dst = AddrFrom4([4]byte(b[16:20]))
+	p.Headers |= HasIPv4
+	if len(b) < hl {
+		return ErrTruncated
+	}
+	if be16(b[6:8])&0x3fff != 0 {
+		return 0 // a fragment: MF set or a non-zero offset
+	}
+	return p.ipPayload(b[9], limit(b, total)[hl:], total-hl, port)
+}
+
+// ipv6 decodes an IPv6 header, its hop-by-hop, routing, fragment and
+// destination options extension headers, and what the last one announces.
+// Fragments other than a whole datagram are not followed.
+func (p *Packet) ipv6(b []byte, port uint16) Error {
+	if len(b) < 40 {
+		return ErrTruncated
+	}
+	if b[0]>>4 != 6 {
+		return ErrIPv6
+	}
+	tc := uint8(be16(b[0:2]) >> 4)
+	p.DSCP, p.ECN = tc>>2, tc&3
+	plen := int(be16(b[4:6]))
+	p.IPLen = uint16(plen)
+	p.TTL = b[7]
+	p.Src = AddrFrom16([16]byte(b[8:24]))
+	p.Dst = AddrFrom16([16]byte(b[24:40]))
+	p.Headers |= HasIPv6
+	nh, wire := b[6], plen
+	b = limit(b[40:], plen)
+	for {
+		var hl int
+		switch nh {
+		case 0, 43, 60: // hop-by-hop options, routing, destination options
+			if wire < 8 {
+				return ErrIPv6
+			}
+			if len(b) < 2 {
+				return ErrTruncated
+			}
+			hl = (int(b[1]) + 1) * 8
+		case 44: // fragment
+			if wire < 8 {
+				return ErrIPv6
+			}
+			if len(b) < 8 {
+				return ErrTruncated
+			}
+			if be16(b[2:4])&0xfff9 != 0 {
+				return 0 // a fragment: M set or a non-zero offset
+			}
+			hl = 8
+		default:
+			return p.ipPayload(nh, b, wire, port)
+		}
+		if hl > wire {
+			return ErrIPv6
+		}
+		if len(b) < hl {
+			return ErrTruncated
+		}
+		nh, b, wire = b[0], b[hl:], wire-hl
+	}
+}
+
+// ipPayload decodes what follows an IP header: b holds the captured bytes
+// of the IP payload, wire its length on the wire.
+func (p *Packet) ipPayload(proto uint8, b []byte, wire int, port uint16) Error {
+	switch proto {
+	case protoUDP:
+		return p.udp(b, wire, port)
+	case protoGRE:
+		return p.gre(b, port)
+	}
+	return 0
+}
+
+// udp decodes a UDP header and, on the RoCEv2 port, the transport packet.
+func (p *Packet) udp(b []byte, wire int, port uint16) Error {
+	if wire < 8 {
+		return ErrUDP
+	}
+	if len(b) < 8 {
+		return ErrTruncated
+	}
+	p.SrcPort, p.DstPort, p.UDPLen = be16(b[0:2]), be16(b[2:4]), be16(b[4:6])
+	p.Headers |= HasUDP
+	if p.DstPort != port {
+		return 0
+	}
+	p.Kind = KindRoCEv2
+	n := int(p.UDPLen)
+	if n < 8 || n > wire {
+		return ErrUDP
+	}
+	return p.transport(limit(b, n)[8:], n-8, ErrUDP)
+}
+
+// GRE flags and protocols of switch mirror encapsulations.
+const (
+	greChecksum = 0x8000
+	greRouting  = 0x4000
+	greKey      = 0x2000
+	greSequence = 0x1000
+	greVersion  = 0x0007
+
+	greProtoTEB     = 0x6558 // transparent Ethernet bridging
+	greProtoERSPAN2 = 0x88BE // ERSPAN type II (type I without a sequence number)
+	greProtoERSPAN3 = 0x22EB // ERSPAN type III
+)
+
+// gre decodes a GRE header carrying a mirrored frame (ERSPAN II, ERSPAN III
+// or transparent Ethernet bridging), moves the outer addresses to
+// MirrorSrc/MirrorDst and decodes the inner frame. GRE carrying anything
+// else, or a mirror inside a mirror, is not followed.
+func (p *Packet) gre(b []byte, port uint16) Error {
+	if len(b) < 4 {
+		return ErrTruncated
+	}
+	flags := be16(b[0:2])
+	var m Mirror
+	switch be16(b[2:4]) {
+	case greProtoTEB:
+		m = MirrorGRE
+	case greProtoERSPAN2:
+		m = MirrorERSPAN2
+	case greProtoERSPAN3:
+		m = MirrorERSPAN3
+	default:
+		return 0
+	}
+	if p.Headers&HasMirror != 0 {
+		return 0
+	}
+	if flags&(greRouting|greVersion) != 0 {
+		return ErrMirror
+	}
+	hl := 4
+	for _, f := range [...]uint16{greChecksum, greKey, greSequence} {
+		if flags&f != 0 {
+			hl += 4
+		}
+	}
+	if len(b) < hl {
+		return ErrTruncated
+	}
+	p.Mirror, p.MirrorSession = m, 0
+	p.MirrorSrc, p.MirrorDst = p.Src, p.Dst
+	p.Headers = p.Headers&^(HasEthernet|HasVLAN|HasIPv4|HasIPv6) | HasMirror
+	b = b[hl:]
+	switch m {
+	case MirrorERSPAN2:
+		if flags&greSequence == 0 {
+			break // type I: the frame follows the GRE header
+		}
+		if len(b) < 8 {
+			return ErrTruncated
+		}
+		if b[0]>>4 != 1 {
+			return ErrMirror
+		}
+		p.MirrorSession = be16(b[2:4]) & 0x3ff
+		b = b[8:]
+	case MirrorERSPAN3:
+		if len(b) < 12 {
+			return ErrTruncated
+		}
+		if b[0]>>4 != 2 {
+			return ErrMirror
+		}
+		p.MirrorSession = be16(b[2:4]) & 0x3ff
+		frameType, n := b[10]>>2&0x1f, 12
+		if b[11]&1 != 0 {
+			n += 8 // platform-specific subheader
+		}
+		if len(b) < n {
+			return ErrTruncated
+		}
+		switch frameType {
+		case 0: // Ethernet
+		case 2: // IP
+			return p.rawIP(b[n:], port)
+		default:
+			return 0
+		}
+		b = b[n:]
+	}
+	return p.ethernet(b, port)
+}
+
+// macControl decodes an 802.3x pause or 802.1Qbb PFC frame.
+func (p *Packet) macControl(b []byte) Error {
+	const (
+		opPause = 0x0001
+		opPFC   = 0x0101
+	)
+	if len(b) < 2 {
+		return ErrTruncated
+	}
+	switch op := be16(b[0:2]); op {
+	case opPause:
+		p.Kind = KindPause
+		if len(b) < 4 {
+			return ErrTruncated
+		}
+		p.Pause = Pause{Opcode: op, Quanta: [8]uint16{be16(b[2:4])}}
+		p.Headers |= HasPause
+	case opPFC:
+		p.Kind = KindPFC
+		if len(b) < 20 {
+			return ErrTruncated
+		}
+		p.Pause = Pause{Opcode: op, Enable: b[3]}
+		for i := range p.Pause.Quanta {
+			p.Pause.Quanta[i] = be16(b[4+2*i:])
+		}
+		p.Headers |= HasPFC
+	}
+	return 0
+}
