@@ -59,6 +59,13 @@ func (d *Decoder) Decode(p *Packet, frame []byte, link LinkType) error {
 	var e Error
 	switch link {
 	case LinkEthernet:
+		if e, ok := p.fastRoCEv2(frame, port); ok {
+			if e != 0 {
+				p.Err = e
+				return e
+			}
+			return nil
+		}
 		e = p.ethernet(frame, port)
 	case LinkRaw:
 		e = p.rawIP(frame, port)
@@ -117,14 +124,47 @@ const (
 	protoGRE = 47
 )
 
+// fastRoCEv2 decodes the most common frame, Ethernet / IPv4 without
+// options or fragmentation / UDP to the RoCE port, at fixed offsets. It
+// uses the general path's field setters and transport decoder, and reports
+// ok false, having written nothing, for any frame of another shape or with
+// a length the general path would reject, which then decodes the frame.
+func (p *Packet) fastRoCEv2(b []byte, port uint16) (e Error, ok bool) {
+	const (
+		ipOff  = 14
+		udpOff = ipOff + 20
+		bthOff = udpOff + 8
+	)
+	if len(b) < bthOff || be16(b[12:14]) != etherTypeIPv4 || b[ipOff] != 0x45 || b[ipOff+9] != protoUDP ||
+		be16(b[ipOff+6:ipOff+8])&0x3fff != 0 || be16(b[udpOff+2:udpOff+4]) != port {
+		return 0, false
+	}
+	total, ulen := int(be16(b[ipOff+2:ipOff+4])), int(be16(b[udpOff+4:udpOff+6]))
+	if ulen < 8 || ulen > total-20 {
+		return 0, false
+	}
+	p.setEthernet(b)
+	p.NumVLAN, p.EtherType = 0, etherTypeIPv4
+	p.setIPv4(b[ipOff:udpOff])
+	p.setUDP(b[udpOff:bthOff])
+	p.Headers |= HasIPv4
+	p.Kind = KindRoCEv2
+	return p.transport(b[bthOff:], ulen-8, ErrUDP), true
+}
+
+// setEthernet fills the addresses of the Ethernet header at b.
+func (p *Packet) setEthernet(b []byte) {
+	p.DstMAC = [6]byte(b[0:6])
+	p.SrcMAC = [6]byte(b[6:12])
+	p.Headers |= HasEthernet
+}
+
 // ethernet decodes an Ethernet II frame.
 func (p *Packet) ethernet(b []byte, port uint16) Error {
 	if len(b) < 14 {
 		return ErrTruncated
 	}
-	p.DstMAC = [6]byte(b[0:6])
-	p.SrcMAC = [6]byte(b[6:12])
-	p.Headers |= HasEthernet
+	p.setEthernet(b)
 	return p.etherType(be16(b[12:14]), b[14:], port)
 }
 
@@ -265,11 +305,7 @@ func (p *Packet) ipv4(b []byte, port uint16) Error {
 	if vihl>>4 != 4 || hl < 20 || total < hl {
 		return ErrIPv4
 	}
-	p.DSCP, p.ECN = b[1]>>2, b[1]&3
-	p.TTL = b[8]
-	p.IPLen = uint16(total)
-	p.Src = AddrFrom4([4]byte(b[12:16]))
-	p.Dst = AddrFrom4([4]byte(b[16:20]))
+	p.setIPv4(b)
 	p.Headers |= HasIPv4
 	if len(b) < hl {
 		return ErrTruncated
@@ -278,6 +314,14 @@ func (p *Packet) ipv4(b []byte, port uint16) Error {
 		return 0 // a fragment: MF set or a non-zero offset
 	}
 	return p.ipPayload(b[9], limit(b, total)[hl:], total-hl, port)
+}
+
+// setIPv4 fills the fields of the 20-byte IPv4 header at b; the caller
+// sets HasIPv4.
+func (p *Packet) setIPv4(b []byte) {
+	p.DSCP, p.ECN, p.TTL, p.IPLen = b[1]>>2, b[1]&3, b[8], be16(b[2:4])
+	p.Src.set4(b[12:16])
+	p.Dst.set4(b[16:20])
 }
 
 // ipv6 decodes an IPv6 header, its hop-by-hop, routing, fragment and
@@ -295,8 +339,8 @@ func (p *Packet) ipv6(b []byte, port uint16) Error {
 	plen := int(be16(b[4:6]))
 	p.IPLen = uint16(plen)
 	p.TTL = b[7]
-	p.Src = AddrFrom16([16]byte(b[8:24]))
-	p.Dst = AddrFrom16([16]byte(b[24:40]))
+	p.Src.set16(b[8:24], AddrIPv6)
+	p.Dst.set16(b[24:40], AddrIPv6)
 	p.Headers |= HasIPv6
 	nh, wire := b[6], plen
 	b = limit(b[40:], plen)
@@ -355,8 +399,7 @@ func (p *Packet) udp(b []byte, wire int, port uint16) Error {
 	if len(b) < 8 {
 		return ErrTruncated
 	}
-	p.SrcPort, p.DstPort, p.UDPLen = be16(b[0:2]), be16(b[2:4]), be16(b[4:6])
-	p.Headers |= HasUDP
+	p.setUDP(b)
 	if p.DstPort != port {
 		return 0
 	}
@@ -366,6 +409,13 @@ func (p *Packet) udp(b []byte, wire int, port uint16) Error {
 		return ErrUDP
 	}
 	return p.transport(limit(b, n)[8:], n-8, ErrUDP)
+}
+
+// setUDP fills the fields of the UDP header at b.
+func (p *Packet) setUDP(b []byte) {
+	_ = b[7]
+	p.SrcPort, p.DstPort, p.UDPLen = be16(b[0:2]), be16(b[2:4]), be16(b[4:6])
+	p.Headers |= HasUDP
 }
 
 // GRE flags and protocols of switch mirror encapsulations.
@@ -416,31 +466,25 @@ func (p *Packet) gre(b []byte, port uint16) Error {
 	if len(b) < hl {
 		return ErrTruncated
 	}
-	p.Mirror, p.MirrorSession = m, 0
-	p.MirrorSrc, p.MirrorDst = p.Src, p.Dst
-	p.Headers = p.Headers&^(HasEthernet|HasVLAN|HasIPv4|HasIPv6) | HasMirror
 	b = b[hl:]
-	switch m {
-	case MirrorERSPAN2:
-		if flags&greSequence == 0 {
-			break // type I: the frame follows the GRE header
-		}
+	var session uint16
+	ip := false // the mirrored frame is an IP packet, not an Ethernet frame
+	switch {
+	case m == MirrorERSPAN2 && flags&greSequence != 0:
 		if len(b) < 8 {
 			return ErrTruncated
 		}
 		if b[0]>>4 != 1 {
 			return ErrMirror
 		}
-		p.MirrorSession = be16(b[2:4]) & 0x3ff
-		b = b[8:]
-	case MirrorERSPAN3:
+		session, b = be16(b[2:4])&0x3ff, b[8:]
+	case m == MirrorERSPAN3:
 		if len(b) < 12 {
 			return ErrTruncated
 		}
 		if b[0]>>4 != 2 {
 			return ErrMirror
 		}
-		p.MirrorSession = be16(b[2:4]) & 0x3ff
 		frameType, n := b[10]>>2&0x1f, 12
 		if b[11]&1 != 0 {
 			n += 8 // platform-specific subheader
@@ -450,12 +494,20 @@ func (p *Packet) gre(b []byte, port uint16) Error {
 		}
 		switch frameType {
 		case 0: // Ethernet
-		case 2: // IP
-			return p.rawIP(b[n:], port)
+		case 2:
+			ip = true
 		default:
 			return 0
 		}
-		b = b[n:]
+		session, b = be16(b[2:4])&0x3ff, b[n:]
+	}
+	// ERSPAN type I (0x88BE without a sequence number) and plain GRE have
+	// no header of their own: the frame follows the GRE header.
+	p.Mirror, p.MirrorSession = m, session
+	p.MirrorSrc, p.MirrorDst = p.Src, p.Dst
+	p.Headers = p.Headers&^(HasEthernet|HasVLAN|HasIPv4|HasIPv6) | HasMirror
+	if ip {
+		return p.rawIP(b, port)
 	}
 	return p.ethernet(b, port)
 }

@@ -32,47 +32,37 @@ func lo24(b []byte) uint32 { return be32(b) & 0xffffff }
 // ParseGRH returns the global route header in the first 40 bytes of b, or
 // ErrTruncated when b is shorter.
 func ParseGRH(b []byte) (GRH, error) {
+	var g GRH
 	if len(b) < lenGRH {
-		return GRH{}, ErrTruncated
+		return g, ErrTruncated
 	}
-	return readGRH(b), nil
+	g.read(b)
+	return g, nil
 }
 
-// readLRH reads an LRH from b, which holds at least 8 bytes.
-func readLRH(b []byte) LRH {
+// The readers below fill a header in place from b, which holds at least
+// the header's length. They store field by field: building the struct in a
+// temporary and copying it costs a store-forwarding stall per copy. The
+// BTH is read the same way inside transport.
+
+// read fills l from the 8 bytes at b.
+func (l *LRH) read(b []byte) {
 	_ = b[lenLRH-1]
-	return LRH{
-		VL: b[0] >> 4, LVer: b[0] & 0x0f,
-		SL: b[1] >> 4, LNH: b[1] & 3,
-		DLID:   be16(b[2:4]),
-		PktLen: be16(b[4:6]) & 0x07ff,
-		SLID:   be16(b[6:8]),
-	}
+	l.VL, l.LVer = b[0]>>4, b[0]&0x0f
+	l.SL, l.LNH = b[1]>>4, b[1]&3
+	l.DLID = be16(b[2:4])
+	l.PktLen = be16(b[4:6]) & 0x07ff
+	l.SLID = be16(b[6:8])
 }
 
-// readGRH reads a GRH from b, which holds at least 40 bytes.
-func readGRH(b []byte) GRH {
+// read fills g from the 40 bytes at b.
+func (g *GRH) read(b []byte) {
 	_ = b[lenGRH-1]
 	w := be32(b[0:4])
-	return GRH{
-		IPVer: uint8(w >> 28), TClass: uint8(w >> 20), FlowLabel: w & 0xfffff,
-		PayLen: be16(b[4:6]), NxtHdr: b[6], HopLmt: b[7],
-		SGID: [16]byte(b[8:24]), DGID: [16]byte(b[24:40]),
-	}
-}
-
-// readBTH reads a BTH from b, which holds at least 12 bytes.
-func readBTH(b []byte) BTH {
-	_ = b[lenBTH-1]
-	return BTH{
-		Opcode: Opcode(b[0]),
-		SE:     b[1]&0x80 != 0, M: b[1]&0x40 != 0, PadCnt: b[1] >> 4 & 3, TVer: b[1] & 0x0f,
-		PKey: be16(b[2:4]),
-		FECN: b[4]&0x80 != 0, BECN: b[4]&0x40 != 0, Resv6a: b[4] & 0x3f,
-		DestQP: lo24(b[4:8]),
-		AckReq: b[8]&0x80 != 0, Resv7: b[8] & 0x7f,
-		PSN: lo24(b[8:12]),
-	}
+	g.IPVer, g.TClass, g.FlowLabel = uint8(w>>28), uint8(w>>20), w&0xfffff
+	g.PayLen, g.NxtHdr, g.HopLmt = be16(b[4:6]), b[6], b[7]
+	g.SGID = [16]byte(b[8:24])
+	g.DGID = [16]byte(b[24:40])
 }
 
 // rocev1 decodes the payload of a RoCEv1 frame: GRH, then the transport
@@ -83,9 +73,10 @@ func (p *Packet) rocev1(b []byte) Error {
 	if len(b) < lenGRH {
 		return ErrTruncated
 	}
-	p.GRH = readGRH(b)
+	p.GRH.read(b)
 	p.Headers |= HasGRH
-	p.Src, p.Dst = AddrFromGID(p.GRH.SGID), AddrFromGID(p.GRH.DGID)
+	p.Src.setGID(b[8:24])
+	p.Dst.setGID(b[24:40])
 	p.DSCP, p.ECN = p.GRH.TClass>>2, p.GRH.TClass&3
 	p.TTL = p.GRH.HopLmt
 	p.IPLen = p.GRH.PayLen
@@ -103,9 +94,10 @@ func (p *Packet) lrh(b []byte) Error {
 	if len(b) < lenLRH {
 		return ErrTruncated
 	}
-	p.LRH = readLRH(b)
+	p.LRH.read(b)
 	p.Headers |= HasLRH
-	p.Src, p.Dst = AddrFromLID(p.LRH.SLID), AddrFromLID(p.LRH.DLID)
+	p.Src.setLID(p.LRH.SLID)
+	p.Dst.setLID(p.LRH.DLID)
 	wire := int(p.LRH.PktLen)*4 - lenLRH
 	b = b[lenLRH:]
 	switch p.LRH.LNH {
@@ -117,9 +109,10 @@ func (p *Packet) lrh(b []byte) Error {
 		if len(b) < lenGRH {
 			return ErrTruncated
 		}
-		p.GRH = readGRH(b)
+		p.GRH.read(b)
 		p.Headers |= HasGRH
-		p.Src, p.Dst = AddrFromGID(p.GRH.SGID), AddrFromGID(p.GRH.DGID)
+		p.Src.setGID(b[8:24])
+		p.Dst.setGID(b[24:40])
 		if p.GRH.NxtHdr != nxtHdrIBA {
 			return 0
 		}
@@ -130,10 +123,12 @@ func (p *Packet) lrh(b []byte) Error {
 	return p.transport(b, wire, ErrLRH)
 }
 
-// transport decodes a BTH, the extension headers its opcode implies and
-// the payload bounds. b holds the captured bytes from the BTH on, wire the
-// length from the BTH through the ICRC as the enclosing header states it;
-// lenErr is the error for a wire length too short for the headers.
+// transport decodes a BTH, the extension headers its opcode implies (each
+// as far as b holds it) and the payload bounds. b holds the captured bytes
+// from the BTH on, wire the length from the BTH through the ICRC as the
+// enclosing header states it; lenErr is the error for a wire length too
+// short for the headers. It is one function, without calls on the way, as
+// it runs for every RoCE packet.
 func (p *Packet) transport(b []byte, wire int, lenErr Error) Error {
 	if wire < lenBTH+lenICRC {
 		return lenErr
@@ -142,116 +137,128 @@ func (p *Packet) transport(b []byte, wire int, lenErr Error) Error {
 	if len(b) < lenBTH {
 		return ErrTruncated
 	}
-	p.BTH = readBTH(b)
-	p.Headers |= HasBTH
-	op := &opcodes[b[0]]
+	t := &p.BTH
+	w0, w1, w2 := be32(b[0:4]), be32(b[4:8]), be32(b[8:12])
+	opcode, flags, pad := uint8(w0>>24), uint8(w0>>16), int(w0>>20&3)
+	t.Opcode, t.PKey = Opcode(opcode), uint16(w0)
+	t.SE, t.M, t.PadCnt, t.TVer = flags&0x80 != 0, flags&0x40 != 0, uint8(pad), flags&0x0f
+	f := uint8(w1 >> 24)
+	t.FECN, t.BECN, t.Resv6a, t.DestQP = f&0x80 != 0, f&0x40 != 0, f&0x3f, w1&0xffffff
+	f = uint8(w2 >> 24)
+	t.AckReq, t.Resv7, t.PSN = f&0x80 != 0, f&0x7f, w2&0xffffff
+	h := p.Headers | HasBTH
+	op := &opcodes[opcode]
 	if op.svc == ServiceNone {
+		p.Headers = h
 		return ErrOpcode
 	}
 	hl := int(op.hlen)
 	if wire < hl+lenICRC {
+		p.Headers = h
 		return lenErr
 	}
-	if e := p.extensions(b, op); e != 0 {
-		return e
+	// The extension headers, in wire order; h collects their bits and r
+	// is what follows the headers read so far.
+	e, r := op.eth, b[lenBTH:]
+	if len(r) < int(op.skip) {
+		goto truncated
 	}
-	if len(b) < hl {
-		return ErrTruncated
-	}
-	pay := wire - hl - lenICRC - int(p.BTH.PadCnt)
-	if pay < 0 {
-		return ErrPad
-	}
-	p.PayloadLen = uint32(pay)
-	p.Payload = limit(b[hl:], pay)
-	if len(b) == wire {
-		p.ICRC = be32(b[wire-lenICRC:])
-		p.Headers |= HasICRC
-	}
-	if p.BTH.DestQP == qpGSI && op.svc == ServiceUD {
-		p.cm(p.Payload)
-	}
-	return 0
-}
-
-// extensions decodes the extension headers op implies from b, which starts
-// with the BTH, each as far as b holds it.
-func (p *Packet) extensions(b []byte, op *opInfo) Error {
-	h, off := op.eth, lenBTH+int(op.skip)
-	if h&HasRDETH != 0 {
-		if len(b) < off+lenRDETH {
-			return ErrTruncated
+	r = r[op.skip:]
+	if e&HasRDETH != 0 {
+		if len(r) < lenRDETH {
+			goto truncated
 		}
-		p.RDETH = lo24(b[off:])
-		p.Headers |= HasRDETH
-		off += lenRDETH
+		p.RDETH = lo24(r[0:4])
+		h |= HasRDETH
+		r = r[lenRDETH:]
 	}
-	if h&HasDETH != 0 {
-		if len(b) < off+lenDETH {
-			return ErrTruncated
+	if e&HasDETH != 0 {
+		if len(r) < lenDETH {
+			goto truncated
 		}
-		p.DETH = DETH{QKey: be32(b[off:]), SrcQP: lo24(b[off+4:])}
-		p.Headers |= HasDETH
-		off += lenDETH
+		p.DETH.QKey, p.DETH.SrcQP = be32(r[0:4]), lo24(r[4:8])
+		h |= HasDETH
+		r = r[lenDETH:]
 	}
-	if h&HasXRCETH != 0 {
-		if len(b) < off+lenXRCETH {
-			return ErrTruncated
+	if e&HasXRCETH != 0 {
+		if len(r) < lenXRCETH {
+			goto truncated
 		}
-		p.XRCETH = lo24(b[off:])
-		p.Headers |= HasXRCETH
-		off += lenXRCETH
+		p.XRCETH = lo24(r[0:4])
+		h |= HasXRCETH
+		r = r[lenXRCETH:]
 	}
-	if h&HasRETH != 0 {
-		if len(b) < off+lenRETH {
-			return ErrTruncated
+	if e&HasRETH != 0 {
+		if len(r) < lenRETH {
+			goto truncated
 		}
-		s := b[off : off+lenRETH]
-		p.RETH = RETH{VA: be64(s[0:8]), RKey: be32(s[8:12]), DMALen: be32(s[12:16])}
-		p.Headers |= HasRETH
-		off += lenRETH
+		p.RETH.VA, p.RETH.RKey, p.RETH.DMALen = be64(r[0:8]), be32(r[8:12]), be32(r[12:16])
+		h |= HasRETH
+		r = r[lenRETH:]
 	}
-	if h&HasAtomicETH != 0 {
-		if len(b) < off+lenAtomicETH {
-			return ErrTruncated
+	if e&HasAtomicETH != 0 {
+		if len(r) < lenAtomicETH {
+			goto truncated
 		}
-		s := b[off : off+lenAtomicETH]
-		p.AtomicETH = AtomicETH{VA: be64(s[0:8]), RKey: be32(s[8:12]), SwapAdd: be64(s[12:20]), Compare: be64(s[20:28])}
-		p.Headers |= HasAtomicETH
-		off += lenAtomicETH
+		a := &p.AtomicETH
+		a.VA, a.RKey, a.SwapAdd, a.Compare = be64(r[0:8]), be32(r[8:12]), be64(r[12:20]), be64(r[20:28])
+		h |= HasAtomicETH
+		r = r[lenAtomicETH:]
 	}
-	if h&HasAETH != 0 {
-		if len(b) < off+lenAETH {
-			return ErrTruncated
+	if e&HasAETH != 0 {
+		if len(r) < lenAETH {
+			goto truncated
 		}
-		p.AETH = AETH{Syndrome: b[off], MSN: lo24(b[off:])}
-		p.Headers |= HasAETH
-		off += lenAETH
+		p.AETH.Syndrome, p.AETH.MSN = r[0], lo24(r[0:4])
+		h |= HasAETH
+		r = r[lenAETH:]
 	}
-	if h&HasAtomicAckETH != 0 {
-		if len(b) < off+lenAtomicAckETH {
-			return ErrTruncated
+	if e&HasAtomicAckETH != 0 {
+		if len(r) < lenAtomicAckETH {
+			goto truncated
 		}
-		p.AtomicAckETH = be64(b[off:])
-		p.Headers |= HasAtomicAckETH
-		off += lenAtomicAckETH
+		p.AtomicAckETH = be64(r[0:8])
+		h |= HasAtomicAckETH
+		r = r[lenAtomicAckETH:]
 	}
-	if h&HasImmDt != 0 {
-		if len(b) < off+lenImmDt {
-			return ErrTruncated
+	if e&HasImmDt != 0 {
+		if len(r) < lenImmDt {
+			goto truncated
 		}
-		p.ImmDt = be32(b[off:])
-		p.Headers |= HasImmDt
-		off += lenImmDt
+		p.ImmDt = be32(r[0:4])
+		h |= HasImmDt
+		r = r[lenImmDt:]
 	}
-	if h&HasIETH != 0 {
-		if len(b) < off+lenIETH {
-			return ErrTruncated
+	if e&HasIETH != 0 {
+		if len(r) < lenIETH {
+			goto truncated
 		}
-		p.IETH = be32(b[off:])
-		p.Headers |= HasIETH
+		p.IETH = be32(r[0:4])
+		h |= HasIETH
+		r = r[lenIETH:]
 	}
-	return 0
+	{
+		// r now starts at the payload: hl bytes into b.
+		pay := wire - hl - lenICRC - pad
+		if pay < 0 {
+			p.Headers = h
+			return ErrPad
+		}
+		p.PayloadLen = uint32(pay)
+		p.Payload = limit(r, pay)
+		if len(b) == wire {
+			p.ICRC = be32(b[wire-lenICRC:])
+			h |= HasICRC
+		}
+		p.Headers = h
+		if w1&0xffffff == qpGSI && op.svc == ServiceUD {
+			p.cm(p.Payload)
+		}
+		return 0
+	}
+truncated:
+	p.Headers = h
+	return ErrTruncated
 }
 
 // cm decodes the connection fields of a CM MAD (management class 0x07) at
