@@ -695,12 +695,19 @@ func capturesDir(tb testing.TB) string {
 // test when there are none.
 func corpusFiles(tb testing.TB) []string {
 	tb.Helper()
+	files := corpusFilesIfAny(tb)
+	if len(files) == 0 {
+		tb.Skipf("no capture corpus in %s (set ROCESCOPE_CAPTURES)", capturesDir(tb))
+	}
+	return files
+}
+
+// corpusFilesIfAny returns the capture files of the shared corpus, if any.
+func corpusFilesIfAny(tb testing.TB) []string {
+	tb.Helper()
 	files, err := filepath.Glob(filepath.Join(capturesDir(tb), "*", "*.pcap"))
 	if err != nil {
 		tb.Fatal(err)
-	}
-	if len(files) == 0 {
-		tb.Skipf("no capture corpus in %s (set ROCESCOPE_CAPTURES)", capturesDir(tb))
 	}
 	return files
 }

@@ -367,6 +367,21 @@ def write_pcap(name, linktype, frames):
             f.write(b)
 
 
+def go_bytes(b):
+    """b as a Go interpreted string literal."""
+    return '"' + "".join("\\x%02x" % c for c in b) + '"'
+
+
+def write_fuzz_seeds(dirname, seeds):
+    """Seeds for FuzzDecode in Go's corpus format: frame, link selector
+    (the index into fuzzLinks in decode/fuzz_test.go)."""
+    import os
+    os.makedirs(dirname, exist_ok=True)
+    for name, frame, sel in seeds:
+        with open(os.path.join(dirname, name), "w") as f:
+            f.write("go test fuzz v1\n[]byte(%s)\nuint8(%d)\n" % (go_bytes(bytes(frame)), sel))
+
+
 def main():
     write_pcap("ethernet.pcap", 1, transport_frames() + cm_frames() + ipv6_frames() +
                vlan_frames() + mirror_frames() + rocev1_frames() + control_frames())
@@ -378,6 +393,15 @@ def main():
     write_pcap("ipv6.pcap", 229, raw[1:])
     write_pcap("infiniband.pcap", 247, ib_frames())
     write_pcap("erf.pcap", 197, erf_frames())
+    t, m, ib, erf = transport_frames(), mirror_frames(), ib_frames(), erf_frames()
+    write_fuzz_seeds("../../decode/testdata/fuzz/FuzzDecode", [
+        ("ethernet-rc-write-first", t[3], 0), ("ethernet-rd-dc-write", t[30], 0),
+        ("ethernet-ipv6-vlan", ipv6_frames()[1], 0), ("ethernet-erspan3-platform", m[2], 0),
+        ("ethernet-erspan2-outer-ipv6", m[4], 0), ("ethernet-rocev1", rocev1_frames()[0], 0),
+        ("ethernet-pfc", control_frames()[0], 0), ("ethernet-cm-req", cm_frames()[0], 0),
+        ("raw-ipv6", raw[1], 1), ("sll-send", sll_frames(False)[1], 2), ("erf-ib-ext", erf[1], 3),
+        ("erf-ethernet", erf[-1], 3), ("ib-grh-ack", ib[3], 6), ("sll2-ack", sll_frames(True)[3], 7),
+    ])
 
 
 if __name__ == "__main__":
