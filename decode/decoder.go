@@ -147,16 +147,15 @@ func (p *Packet) fastRoCEv2(b []byte, port uint16) (e Error, ok bool) {
 	p.NumVLAN, p.EtherType = 0, etherTypeIPv4
 	p.setIPv4(b[ipOff:udpOff])
 	p.setUDP(b[udpOff:bthOff])
-	p.Headers |= HasIPv4
-	p.Kind = KindRoCEv2
+	p.Headers, p.Kind = HasEthernet|HasIPv4|HasUDP, KindRoCEv2
 	return p.transport(b[bthOff:], ulen-8, ErrUDP), true
 }
 
-// setEthernet fills the addresses of the Ethernet header at b.
+// setEthernet fills the addresses of the Ethernet header at b; the caller
+// sets HasEthernet.
 func (p *Packet) setEthernet(b []byte) {
 	p.DstMAC = [6]byte(b[0:6])
 	p.SrcMAC = [6]byte(b[6:12])
-	p.Headers |= HasEthernet
 }
 
 // ethernet decodes an Ethernet II frame.
@@ -165,6 +164,7 @@ func (p *Packet) ethernet(b []byte, port uint16) Error {
 		return ErrTruncated
 	}
 	p.setEthernet(b)
+	p.Headers |= HasEthernet
 	return p.etherType(be16(b[12:14]), b[14:], port)
 }
 
@@ -400,6 +400,7 @@ func (p *Packet) udp(b []byte, wire int, port uint16) Error {
 		return ErrTruncated
 	}
 	p.setUDP(b)
+	p.Headers |= HasUDP
 	if p.DstPort != port {
 		return 0
 	}
@@ -411,11 +412,10 @@ func (p *Packet) udp(b []byte, wire int, port uint16) Error {
 	return p.transport(limit(b, n)[8:], n-8, ErrUDP)
 }
 
-// setUDP fills the fields of the UDP header at b.
+// setUDP fills the fields of the UDP header at b; the caller sets HasUDP.
 func (p *Packet) setUDP(b []byte) {
 	_ = b[7]
 	p.SrcPort, p.DstPort, p.UDPLen = be16(b[0:2]), be16(b[2:4]), be16(b[4:6])
-	p.Headers |= HasUDP
 }
 
 // GRE flags and protocols of switch mirror encapsulations.
