@@ -306,7 +306,7 @@ func parseHexBytes(s string) uint64 {
 // comparison accumulates the result of comparing frames with tshark.
 type comparison struct {
 	frames, fields int
-	values         int // fields both sides show, compared by value
+	values         int            // fields both sides show, compared by value
 	excepted       map[string]int // exception name → fields not compared
 	diffs          []string
 }
