@@ -1,0 +1,299 @@
+package metrics
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rocescope/rocescope/capture"
+	"github.com/rocescope/rocescope/decode"
+)
+
+// frameSource is a capture.Source over frames made in the test, delivered
+// a few at a time so that batches end at arbitrary places.
+type frameSource struct {
+	frames []capture.Frame
+	per    int
+	stats  capture.Stats
+}
+
+func (s *frameSource) Next(b *capture.Batch) error {
+	b.Frames = b.Frames[:0]
+	for len(s.frames) > 0 && len(b.Frames) < min(s.per, cap(b.Frames)) {
+		b.Frames = append(b.Frames, s.frames[0])
+		s.frames = s.frames[1:]
+	}
+	s.stats.Received += uint64(len(b.Frames))
+	if len(b.Frames) == 0 {
+		return io.EOF
+	}
+	return nil
+}
+
+func (s *frameSource) Stats() capture.Stats { return s.stats }
+func (s *frameSource) Close() error         { return nil }
+
+// roceFrame builds an Ethernet/IPv4/UDP/BTH frame by hand. ext holds the
+// extension headers the opcode implies; payload bytes of zeros and the
+// 4-byte ICRC follow.
+type roceFrame struct {
+	src, dst [4]byte
+	sport    uint16
+	ecn      uint8
+	op       decode.Opcode
+	dqp      uint32
+	psn      uint32
+	ackReq   bool
+	fecn     bool
+	ext      []byte
+	payload  int
+}
+
+func (f roceFrame) bytes() []byte {
+	udpLen := 8 + 12 + len(f.ext) + f.payload + 4
+	b := make([]byte, 0, 14+20+udpLen)
+	b = append(b, 0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00)
+	b = append(b, 0x45, 26<<2|f.ecn)
+	b = binary.BigEndian.AppendUint16(b, uint16(20+udpLen))
+	b = append(b, 0, 0, 0x40, 0, 64, 17, 0, 0)
+	b = append(b, f.src[:]...)
+	b = append(b, f.dst[:]...)
+	b = binary.BigEndian.AppendUint16(b, f.sport)
+	b = binary.BigEndian.AppendUint16(b, 4791)
+	b = binary.BigEndian.AppendUint16(b, uint16(udpLen))
+	b = append(b, 0, 0)
+	b = append(b, byte(f.op), 0, 0xff, 0xff)
+	var b4 byte
+	if f.fecn {
+		b4 = 0x80
+	}
+	b = append(b, b4, byte(f.dqp>>16), byte(f.dqp>>8), byte(f.dqp))
+	var b8 byte
+	if f.ackReq {
+		b8 = 0x80
+	}
+	b = append(b, b8, byte(f.psn>>16), byte(f.psn>>8), byte(f.psn))
+	b = append(b, f.ext...)
+	b = append(b, make([]byte, f.payload+4)...)
+	return b
+}
+
+func reth(dmaLen uint32) []byte {
+	return binary.BigEndian.AppendUint32(make([]byte, 12), dmaLen)
+}
+
+func aeth(syndrome uint8, msn uint32) []byte {
+	return []byte{syndrome, byte(msn >> 16), byte(msn >> 8), byte(msn)}
+}
+
+// testTrace is a hand-made trace over two one-second windows with its
+// expected counters, computed by hand.
+type testTrace struct {
+	frames []capture.Frame
+	want   [2]map[Counter]uint64
+	flows  [2]map[FlowKey][2]uint64 // packets, bytes
+}
+
+const testEpoch = int64(1_700_000_000) * int64(time.Second)
+
+func makeTestTrace() *testTrace {
+	a, b := [4]byte{10, 0, 0, 1}, [4]byte{10, 0, 0, 2}
+	c, d := [4]byte{10, 0, 1, 1}, [4]byte{10, 0, 1, 2}
+	const qpA, qpB, qpC, qpD = 0x100, 0x200, 0x300, 0x400
+	tr := &testTrace{}
+	for i := range tr.want {
+		tr.want[i] = map[Counter]uint64{}
+		tr.flows[i] = map[FlowKey][2]uint64{}
+	}
+	var t int64 = testEpoch
+	add := func(win int, data []byte, orig int) {
+		t += 1000
+		if win == 1 && t < testEpoch+int64(time.Second) {
+			t = testEpoch + int64(time.Second)
+		}
+		tr.frames = append(tr.frames, capture.Frame{Data: data, Time: t, OrigLen: uint32(orig), Link: decode.LinkEthernet})
+		tr.want[win][Packets]++
+		tr.want[win][Bytes] += uint64(orig)
+	}
+	roce := func(win int, f roceFrame, count ...Counter) {
+		data := f.bytes()
+		add(win, data, len(data))
+		w := tr.want[win]
+		w[RoCEPackets]++
+		w[opcodeCounter+Counter(f.op)]++
+		w[PayloadBytes] += uint64(f.payload)
+		for _, c := range count {
+			w[c]++
+		}
+		k := FlowKey{Src: decode.AddrFrom4(f.src), Dst: decode.AddrFrom4(f.dst), DQP: f.dqp}
+		pb := tr.flows[win][k]
+		tr.flows[win][k] = [2]uint64{pb[0] + 1, pb[1] + uint64(len(data))}
+	}
+	ab := func(op decode.Opcode, psn uint32, ext []byte, payload int) roceFrame {
+		return roceFrame{src: a, dst: b, sport: 50000, op: op, dqp: qpB, psn: psn, ext: ext, payload: payload}
+	}
+	ba := func(op decode.Opcode, psn uint32, ext []byte) roceFrame {
+		return roceFrame{src: b, dst: a, sport: 50000, op: op, dqp: qpA, psn: psn, ext: ext}
+	}
+
+	// Window 0. A→B: WRITE First/Middle/Last (PSN 10-12, AckReq on Last),
+	// B ACKs 12; a WRITE Only at 13 marked CE, a CNP back to A; 13 again
+	// (retransmit); 15 (gap); a READ of 2048 bytes at 16 answered by
+	// First/Last at 16, 17; a NAK and an RNR NAK.
+	roce(0, ab(opWriteFirst, 10, reth(3072), 1024))
+	roce(0, ab(opWriteMiddle, 10+1, nil, 1024))
+	last := ab(opWriteLast, 12, nil, 1024)
+	last.ackReq = true
+	roce(0, last, Messages)
+	roce(0, ba(opAck, 12, aeth(0x1f, 1)), Acks)
+	ce := ab(opWriteOnly, 13, reth(512), 512)
+	ce.ecn = 3
+	roce(0, ce, Messages, ECNCE)
+	roce(0, roceFrame{src: b, dst: a, sport: 50000, op: opCNP, dqp: qpA, ext: make([]byte, 16)}, CNP)
+	roce(0, ab(opWriteOnly, 13, reth(512), 512), Messages, Retransmits)
+	roce(0, ab(opWriteOnly, 15, reth(512), 512), Messages, PSNGaps)
+	roce(0, ab(opReadRequest, 16, reth(2048), 0), ReadRequests)
+	roce(0, ba(opReadFirst, 16, aeth(0x1f, 3)))
+	roce(0, roceFrame{src: b, dst: a, sport: 50000, op: 0x0f, dqp: qpA, psn: 17, ext: aeth(0x1f, 3), payload: 1024}, Messages)
+	roce(0, ba(opAck, 17, aeth(0x60, 3)), NAKs)
+	roce(0, ba(opAck, 17, aeth(0x2e, 3)), RNRNAKs)
+	fe := roceFrame{src: c, dst: d, sport: 50001, op: opWriteOnly, dqp: qpD, psn: 1, ext: reth(64), payload: 64, fecn: true}
+	roce(0, fe, Messages, FECN)
+
+	// A PFC frame pausing priorities 3 (quanta 0xffff) and 5 (7), a DNS
+	// datagram, a frame cut inside the BTH and one with a reserved opcode.
+	pfc := []byte{0x01, 0x80, 0xc2, 0, 0, 1, 0x02, 0, 0, 0, 0, 9, 0x88, 0x08, 0x01, 0x01, 0, 0x28}
+	for p := range 8 {
+		q := map[int]uint16{3: 0xffff, 5: 7}[p]
+		pfc = binary.BigEndian.AppendUint16(pfc, q)
+	}
+	pfc = append(pfc, make([]byte, 26)...)
+	add(0, pfc, 64)
+	tr.want[0][OtherPackets]++
+	tr.want[0][pfcFrames+3]++
+	tr.want[0][pfcQuanta+3] += 0xffff
+	tr.want[0][pfcFrames+5]++
+	tr.want[0][pfcQuanta+5] += 7
+	dns := roceFrame{src: a, dst: b, sport: 1234, op: 0, dqp: 1}.bytes()
+	binary.BigEndian.PutUint16(dns[36:], 53)
+	add(0, dns, len(dns))
+	tr.want[0][OtherPackets]++
+	cut := ab(opWriteOnly, 20, reth(64), 64).bytes()
+	add(0, cut[:14+20+8+6], len(cut))
+	tr.want[0][TruncatedPackets]++
+	tr.want[0][errorCounter+Counter(decode.ErrTruncated)]++
+	bad := ab(0x1f, 21, nil, 64).bytes()
+	add(0, bad, len(bad))
+	tr.want[0][MalformedPackets]++
+	tr.want[0][nakCounter+Counter(decode.NAKPSNSequenceError)]++ // the NAK above
+	tr.want[0][errorCounter+Counter(decode.ErrOpcode)]++
+
+	// Window 1: the flow A→B goes on without trouble, C→D sends a SEND
+	// Only with immediate.
+	roce(1, ab(opWriteOnly, 18, reth(4096), 4096), Messages)
+	roce(1, ab(opWriteOnly, 19, reth(4096), 4096), Messages)
+	roce(1, roceFrame{src: c, dst: d, sport: 50001, op: 0x05, dqp: qpD, psn: 2, ext: []byte{1, 2, 3, 4}, payload: 100}, Messages)
+	return tr
+}
+
+// runEngine runs an engine over sources and returns its windows, copied.
+func runEngine(t *testing.T, cfg *Config, sources ...capture.Source) []*Window {
+	t.Helper()
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*Window
+	err = e.Run(context.Background(), sources, func(w *Window) error {
+		b, err := w.AppendBinary(nil)
+		if err != nil {
+			return err
+		}
+		var c Window
+		if err := c.UnmarshalBinary(b); err != nil {
+			return err
+		}
+		out = append(out, &c)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestEngineCountsHandMadeTrace(t *testing.T) {
+	for _, workers := range []int{1, 2, 4} {
+		tr := makeTestTrace()
+		wins := runEngine(t, &Config{Workers: workers, Host: "h"}, &frameSource{frames: tr.frames, per: 3})
+		if len(wins) != 2 {
+			t.Fatalf("%d workers: %d windows, want 2", workers, len(wins))
+		}
+		for i, w := range wins {
+			if w.Start != testEpoch+int64(i)*int64(time.Second) || w.Length != int64(time.Second) {
+				t.Errorf("%d workers: window %d is %d+%d", workers, i, w.Start, w.Length)
+			}
+			got := map[Counter]uint64{}
+			for c, v := range w.Counters {
+				if v != 0 {
+					got[Counter(c)] = v
+				}
+			}
+			// Acks of the ACK opcode with a NAK syndrome are not ACKs:
+			// the hand count above says which.
+			if diff := cmp.Diff(tr.want[i], got); diff != "" {
+				t.Errorf("%d workers: window %d counters (-want +got):\n%s", workers, i, diff)
+			}
+			flows := map[FlowKey][2]uint64{}
+			for _, f := range w.Flows {
+				flows[f.Key] = [2]uint64{f.C[FlowPackets], f.C[FlowBytes]}
+			}
+			if diff := cmp.Diff(tr.flows[i], flows); diff != "" {
+				t.Errorf("%d workers: window %d flows (-want +got):\n%s", workers, i, diff)
+			}
+			if est := w.Distinct.Estimate().Value; int(est+0.5) != len(tr.flows[i]) {
+				t.Errorf("%d workers: window %d distinct flows %.2f, want %d", workers, i, est, len(tr.flows[i]))
+			}
+		}
+	}
+}
+
+// TestEngineSourcesAndWorkersAgree checks that splitting the input by
+// connection over several sources, and the work over several workers,
+// gives the same windows byte for byte.
+func TestEngineSourcesAndWorkersAgree(t *testing.T) {
+	encode := func(ws []*Window) [][]byte {
+		var out [][]byte
+		for _, w := range ws {
+			b, err := w.AppendBinary(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, b)
+		}
+		return out
+	}
+	tr := makeTestTrace()
+	want := encode(runEngine(t, &Config{Workers: 1, Host: "h"}, &frameSource{frames: tr.frames, per: 64}))
+	var ab, rest []capture.Frame
+	var p decode.Packet
+	for _, f := range makeTestTrace().frames {
+		p.Decode(f.Data, f.Link)
+		if p.Headers&decode.HasUDP != 0 && p.SrcPort == 50000 {
+			ab = append(ab, f)
+		} else {
+			rest = append(rest, f)
+		}
+	}
+	for _, workers := range []int{1, 3} {
+		got := encode(runEngine(t, &Config{Workers: workers, Host: "h"},
+			&frameSource{frames: ab, per: 2}, &frameSource{frames: rest, per: 5}))
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("two sources, %d workers: states differ (-one source +two):\n%s", workers, diff)
+		}
+	}
+}

@@ -1,0 +1,95 @@
+package metrics
+
+import (
+	"encoding/binary"
+
+	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/sketch"
+)
+
+// FlowKey identifies a flow: one direction of a RoCE or InfiniBand
+// connection, (source address, destination address, destination QP). The BTH
+// carries only the destination QP; the source QP is learned separately. It is
+// a comparable value without pointers (40 bytes).
+type FlowKey struct {
+	Src, Dst decode.Addr
+	DQP      uint32
+}
+
+// flowKeyLen is the length of the binary form of a FlowKey: two 16-byte
+// addresses, their two kinds and the 24-bit QP in four bytes.
+const flowKeyLen = 38
+
+// appendBinary appends the binary form of k: Src (16 bytes), Dst (16), the
+// two address kinds and DQP (big-endian uint32). The form is stable: it is
+// hashed into serialized sketches and written into state files.
+func (k FlowKey) appendBinary(b []byte) []byte {
+	s, d := k.Src.As16(), k.Dst.As16()
+	b = append(b, s[:]...)
+	b = append(b, d[:]...)
+	b = append(b, byte(k.Src.Kind()), byte(k.Dst.Kind()))
+	return binary.BigEndian.AppendUint32(b, k.DQP)
+}
+
+// flowKeyFromBinary is the inverse of appendBinary; b holds at least
+// flowKeyLen bytes.
+func flowKeyFromBinary(b []byte) FlowKey {
+	return FlowKey{
+		Src: addrFrom(decode.AddrKind(b[32]), [16]byte(b[0:16])),
+		Dst: addrFrom(decode.AddrKind(b[33]), [16]byte(b[16:32])),
+		DQP: binary.BigEndian.Uint32(b[34:38]),
+	}
+}
+
+// addrFrom rebuilds an address from its kind and 16 bytes.
+func addrFrom(kind decode.AddrKind, b [16]byte) decode.Addr {
+	switch kind {
+	case decode.AddrIPv4:
+		return decode.AddrFrom4([4]byte(b[12:16]))
+	case decode.AddrIPv6:
+		return decode.AddrFrom16(b)
+	case decode.AddrGID:
+		return decode.AddrFromGID(b)
+	case decode.AddrLID:
+		return decode.AddrFromLID(uint16(b[14])<<8 | uint16(b[15]))
+	}
+	return decode.Addr{}
+}
+
+// hash returns the flow hash every sketch and the QP table use.
+func (k FlowKey) hash(seed uint64) uint64 {
+	var buf [flowKeyLen]byte
+	return sketch.Hash(seed, k.appendBinary(buf[:0]))
+}
+
+// Reverse returns the key of the opposite direction for the given
+// destination QP.
+func (k FlowKey) Reverse(dqp uint32) FlowKey { return FlowKey{Src: k.Dst, Dst: k.Src, DQP: dqp} }
+
+// connHash returns a hash that is the same for both directions of a
+// connection: the two addresses combined without order, and the UDP source
+// port, which RoCEv2 NICs derive from both QP numbers so that it is equal
+// both ways. The engine shards on it so that a request and its response meet
+// on one worker. sport is 0 for RoCEv1 and native InfiniBand.
+func connHash(src, dst decode.Addr, sport uint16) uint64 {
+	// Each address is mixed on its own and the two are added, which is
+	// symmetric in src and dst without the collisions a plain XOR of nearby
+	// addresses would have.
+	return mix64(mixAddr(src) + mixAddr(dst) + uint64(sport))
+}
+
+// mixAddr hashes the 16 bytes of an address into 64 bits.
+func mixAddr(a decode.Addr) uint64 {
+	b := a.As16()
+	return mix64(binary.LittleEndian.Uint64(b[0:8]) ^ mix64(binary.LittleEndian.Uint64(b[8:16])))
+}
+
+// mix64 is the SplitMix64 finalizer: a bijective, well-mixed 64-bit hash.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 27
+	x *= 0x94D049BB133111EB
+	x ^= x >> 31
+	return x
+}

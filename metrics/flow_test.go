@@ -1,0 +1,104 @@
+package metrics
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+
+	"github.com/rocescope/rocescope/decode"
+)
+
+func TestFlowKeyBinaryRoundTrip(t *testing.T) {
+	for _, k := range []FlowKey{
+		{Src: decode.AddrFrom4([4]byte{192, 168, 1, 2}), Dst: decode.AddrFrom4([4]byte{10, 0, 0, 1}), DQP: 0xabcdef},
+		{Src: decode.AddrFrom16([16]byte{0xfd, 0, 15: 1}), Dst: decode.AddrFrom16([16]byte{0xfd, 0, 15: 2}), DQP: 1},
+		{Src: decode.AddrFromGID([16]byte{0xfe, 0x80, 15: 9}), Dst: decode.AddrFromLID(7), DQP: 0},
+		{},
+	} {
+		b := k.appendBinary(nil)
+		if len(b) != flowKeyLen {
+			t.Fatalf("len(appendBinary(%v)) = %d, want %d", k, len(b), flowKeyLen)
+		}
+		if got := flowKeyFromBinary(b); got != k {
+			t.Errorf("round trip of %v gave %v", k, got)
+		}
+	}
+}
+
+func TestConnHashIsSymmetric(t *testing.T) {
+	a := decode.AddrFrom4([4]byte{10, 0, 0, 1})
+	b := decode.AddrFrom4([4]byte{10, 0, 0, 2})
+	c := decode.AddrFrom4([4]byte{10, 0, 0, 3})
+	if connHash(a, b, 49152) != connHash(b, a, 49152) {
+		t.Error("connHash(a, b) != connHash(b, a)")
+	}
+	if connHash(a, b, 49152) == connHash(a, b, 49153) {
+		t.Error("connHash ignores the port")
+	}
+	if connHash(a, b, 1) == connHash(a, c, 1) {
+		t.Error("connHash ignores an address")
+	}
+	// The shards of many connections between few hosts must spread.
+	var counts [8]int
+	for i := range 8000 {
+		counts[connHash(a, b, uint16(49152+i))%8]++
+	}
+	for i, n := range counts {
+		if n < 800 || n > 1200 {
+			t.Errorf("shard %d got %d of 8000 connections", i, n)
+		}
+	}
+}
+
+func TestOpMix(t *testing.T) {
+	var m OpMix
+	for op := range 10 {
+		m.Add(uint8(op), uint64(op+1))
+	}
+	m.Add(3, 10)
+	for i := range maxFlowOps {
+		want := uint64(i + 1)
+		if i == 3 {
+			want += 10
+		}
+		if m.Op[i] != uint8(i) || m.N[i] != want {
+			t.Errorf("slot %d = (%d, %d), want (%d, %d)", i, m.Op[i], m.N[i], i, want)
+		}
+	}
+	if m.Other != 9+10 {
+		t.Errorf("other = %d, want 19", m.Other)
+	}
+}
+
+func TestJSONString(t *testing.T) {
+	for _, s := range []string{"", "plain", "quote\" back\\slash", "ctl\x00\x1f\n", "bad\xffutf8", "héllo"} {
+		b := appendJSONString(nil, s)
+		var got string
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Errorf("appendJSONString(%q) = %s: %v", s, b, err)
+			continue
+		}
+		want := s
+		if s == "bad\xffutf8" {
+			want = "bad\ufffdutf8"
+		}
+		if got != want {
+			t.Errorf("appendJSONString(%q) reads back as %q", s, got)
+		}
+	}
+	for _, v := range []float64{0, 1, -3, 1.5, 1e20, 123456789012, math.NaN(), math.Inf(1)} {
+		b := appendJSONFloat(nil, v)
+		var got any
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Errorf("appendJSONFloat(%v) = %s: %v", v, b, err)
+		}
+	}
+}
+
+func TestFloorDiv(t *testing.T) {
+	for _, c := range []struct{ a, b, want int64 }{{7, 2, 3}, {-7, 2, -4}, {-8, 2, -4}, {0, 5, 0}, {-1, 1000, -1}} {
+		if got := floorDiv(c.a, c.b); got != c.want {
+			t.Errorf("floorDiv(%d, %d) = %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+}

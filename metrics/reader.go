@@ -1,0 +1,275 @@
+package metrics
+
+import (
+	"github.com/rocescope/rocescope/capture"
+	"github.com/rocescope/rocescope/decode"
+)
+
+// readerWindow is what a reader counts for one window: every figure that
+// needs no per-flow state.
+type readerWindow struct {
+	index    int64
+	counters Counters
+	cm       []CMMessage
+}
+
+// reader is the first stage: it decodes each frame once, counts the
+// window-level figures and hands RoCE frames to the per-flow stage as
+// events. Window closing is decided here, by frame time, so that it depends
+// only on the order of the input and not on the number of workers.
+type reader struct {
+	dec      decode.Decoder
+	pkt      decode.Packet
+	ev       event
+	seed     uint64
+	winLen   int64
+	lateness int64
+	maxT     int64
+	closeAt  int64 // maxT at which the oldest open window closes
+	high     int64 // newest window index opened
+	open     [2]*readerWindow
+
+	dispatch func(ev *event)        // hands an event to its shard
+	closed   func(rw *readerWindow) // takes each closed window's counters
+	mark     func(through int64)    // tells the shards and the collector that windows ≤ through are closed
+	drops    func() uint64          // total frames the source lost so far, or nil
+	lastDrop uint64
+}
+
+// noWindow is below every window index.
+const noWindow = -1 << 62
+
+func newReader(cfg *Config) *reader {
+	return &reader{
+		dec:      decode.Decoder{RoCEPort: cfg.RoCEPort},
+		seed:     cfg.Seed,
+		winLen:   int64(cfg.Window),
+		lateness: int64(cfg.Lateness),
+		maxT:     noWindow,
+		closeAt:  -noWindow,
+		high:     noWindow,
+	}
+}
+
+// floorDiv divides rounding toward minus infinity, so that windows are
+// aligned for times before the epoch too.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// frame accounts one frame.
+func (r *reader) frame(f *capture.Frame) {
+	if f.Time > r.maxT {
+		r.advance(f.Time)
+	}
+	rw := r.window(floorDiv(f.Time, r.winLen))
+	c := &rw.counters
+	c[Packets]++
+	c[Bytes] += uint64(f.OrigLen)
+	p := &r.pkt
+	if err := r.dec.Decode(p, f.Data, f.Link); err != nil {
+		if p.Err == decode.ErrTruncated {
+			c[TruncatedPackets]++
+		} else {
+			c[MalformedPackets]++
+		}
+		c[errorBase+int(p.Err)]++
+		return
+	}
+	switch p.Kind {
+	case decode.KindRoCEv2, decode.KindRoCEv1, decode.KindIB:
+		if p.Headers&decode.HasBTH != 0 {
+			r.roce(rw, f)
+			return
+		}
+	case decode.KindPFC:
+		for prio := 0; prio < 8; prio++ {
+			if p.Pause.Enable&(1<<prio) != 0 {
+				c[pfcFrameBase+prio]++
+				c[pfcQuantaBase+prio] += uint64(p.Pause.Quanta[prio])
+			}
+		}
+	case decode.KindPause:
+		c[PauseFrames]++
+		c[PauseQuanta] += uint64(p.Pause.Quanta[0])
+	}
+	c[OtherPackets]++
+}
+
+// roce accounts a frame with a BTH and hands it to the per-flow stage.
+func (r *reader) roce(rw *readerWindow, f *capture.Frame) {
+	p := &r.pkt
+	c := &rw.counters
+	op := p.BTH.Opcode
+	c[RoCEPackets]++
+	c[opcodeBase+int(op)]++
+	c[PayloadBytes] += uint64(p.PayloadLen)
+	ev := &r.ev
+	ev.key = FlowKey{Src: p.Src, Dst: p.Dst, DQP: p.BTH.DestQP}
+	ev.hash = ev.key.hash(r.seed)
+	ev.time = f.Time
+	ev.win = rw.index
+	ev.wire = f.OrigLen
+	ev.payload = p.PayloadLen
+	ev.psn = p.BTH.PSN
+	ev.dmaLen = p.RETH.DMALen
+	ev.sport = 0
+	if p.Headers&decode.HasUDP != 0 {
+		ev.sport = p.SrcPort
+	}
+	ev.opcode = op
+	fl := opFlags[op]
+	if p.ECN == 3 && p.Headers&(decode.HasIPv4|decode.HasIPv6|decode.HasGRH) != 0 {
+		fl |= evCE
+		c[ECNCE]++
+	}
+	if p.BTH.FECN {
+		fl |= evFECN
+		c[FECN]++
+	}
+	if p.BTH.BECN {
+		fl |= evBECN
+		c[BECN]++
+	}
+	if p.BTH.AckReq {
+		fl |= evAckReq
+	}
+	if p.Headers&decode.HasDETH != 0 {
+		fl |= evSQP
+		ev.sqp = p.DETH.SrcQP
+	}
+	if p.Headers&decode.HasAETH != 0 {
+		switch p.AETH.Kind() {
+		case decode.AckACK:
+			if op.IsAcknowledge() {
+				fl |= evAck
+				c[Acks]++
+			}
+		case decode.AckNAK:
+			fl |= evNAK
+			c[NAKs]++
+			c[nakCodeBase+int(p.AETH.NAKCode()&31)]++
+		case decode.AckRNRNAK:
+			fl |= evRNR
+			c[RNRNAKs]++
+		}
+	}
+	if fl&evFullMTU != 0 && p.PayloadLen < minPMTU {
+		fl &^= evFullMTU // a short First/Middle packet says nothing about the MTU
+	}
+	ev.flags = fl
+	if fl&evEndsMessage != 0 {
+		c[Messages]++
+	}
+	if fl&evCNP != 0 {
+		c[CNP]++
+	}
+	if fl&evReadReq != 0 {
+		c[ReadRequests]++
+	}
+	if op.IsAtomic() {
+		c[Atomics]++
+	}
+	if p.Headers&decode.HasCM != 0 {
+		c[CMPackets]++
+		rw.cm = append(rw.cm, CMMessage{Src: p.Src, Dst: p.Dst, AttrID: p.CM.AttrID,
+			LocalCommID: p.CM.LocalCommID, RemoteCommID: p.CM.RemoteCommID, LocalQPN: p.CM.LocalQPN})
+	}
+	r.dispatch(ev)
+}
+
+// opFlags holds the event flags each BTH opcode implies.
+var opFlags = func() (t [256]uint16) {
+	for i := range t {
+		op := decode.Opcode(i)
+		if !op.Valid() {
+			continue
+		}
+		set := func(cond bool, f uint16) {
+			if cond {
+				t[i] |= f
+			}
+		}
+		set(op.IsRequest(), evRequest)
+		set(op.IsReadRequest(), evReadReq)
+		set(op.IsReadResponse(), evReadResp)
+		set(op.EndsMessage(), evEndsMessage)
+		set(op.IsCNP(), evCNP)
+		low := i & 0x1f
+		switch op.Service() {
+		case decode.ServiceRC, decode.ServiceUC, decode.ServiceXRC:
+			// SEND First/Middle (0, 1), WRITE First/Middle (6, 7), READ
+			// response First/Middle (13, 14) carry exactly the path MTU.
+			set(low == 0 || low == 1 || low == 6 || low == 7 || low == 13 || low == 14, evFullMTU)
+			// READ response First (13) and Only (16) answer the request.
+			set(low == 13 || low == 16, evReadRespHead)
+		}
+	}
+	return t
+}()
+
+// window returns the open window for index w: a new one when w is newer
+// than every open window, the oldest open one when w is older (a late
+// frame, counted as such).
+func (r *reader) window(w int64) *readerWindow {
+	if w > r.high {
+		rw := &readerWindow{index: w}
+		r.open[w&1] = rw
+		r.high = w
+		if r.closeAt == -noWindow {
+			r.closeAt = (w+1)*r.winLen + r.lateness
+		}
+		return rw
+	}
+	if rw := r.open[w&1]; rw != nil && rw.index == w {
+		return rw
+	}
+	rw := r.oldest()
+	rw.counters[LatePackets]++
+	return rw
+}
+
+// oldest returns the open window with the smallest index, or nil.
+func (r *reader) oldest() *readerWindow {
+	a, b := r.open[0], r.open[1]
+	if a == nil || b != nil && b.index < a.index {
+		return b
+	}
+	return a
+}
+
+// advance moves the reader's clock to t (a frame time, or the wall clock of
+// a live capture) and closes the windows whose end plus the allowed lateness
+// it passed.
+func (r *reader) advance(t int64) {
+	r.maxT = t
+	if t < r.closeAt {
+		return
+	}
+	through := floorDiv(t-r.lateness, r.winLen) - 1
+	r.closeThrough(through)
+	r.closeAt = (through+2)*r.winLen + r.lateness
+}
+
+// closeThrough closes every open window with index ≤ through and tells the
+// later stages.
+func (r *reader) closeThrough(through int64) {
+	for {
+		rw := r.oldest()
+		if rw == nil || rw.index > through {
+			break
+		}
+		r.open[rw.index&1] = nil
+		if r.drops != nil {
+			d := r.drops()
+			rw.counters[KernelDrops] += d - r.lastDrop
+			r.lastDrop = d
+		}
+		r.closed(rw)
+	}
+	r.mark(through)
+}

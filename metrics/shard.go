@@ -1,0 +1,449 @@
+package metrics
+
+import (
+	"github.com/rocescope/rocescope/decode"
+)
+
+// event is what the reader stage hands a worker for one RoCE frame: the
+// decoded facts the per-flow state needs, without the frame (88 bytes).
+type event struct {
+	key     FlowKey
+	hash    uint64 // flow hash
+	time    int64  // capture time, ns
+	win     int64  // window index (start / length), already adjusted for lateness
+	wire    uint32 // on-wire length
+	payload uint32 // RDMA payload length
+	psn     uint32
+	dmaLen  uint32 // RETH DMA length of a READ request
+	sqp     uint32 // DETH source QP when evSQP
+	sport   uint16 // UDP source port, 0 for RoCEv1 and IB
+	flags   uint16
+	opcode  decode.Opcode
+}
+
+// Event flags, computed once by the reader stage.
+const (
+	evCE           uint16 = 1 << iota // IP ECN = CE
+	evFECN                            // BTH FECN
+	evBECN                            // BTH BECN
+	evAckReq                          // BTH AckReq
+	evRequest                         // request opcode: consumes a PSN
+	evReadReq                         // RDMA READ request
+	evReadRespHead                    // READ response First or Only: answers a READ request
+	evAck                             // AETH ACK
+	evNAK                             // AETH NAK
+	evRNR                             // AETH RNR NAK
+	evCNP                             // congestion notification packet
+	evEndsMessage                     // LAST or ONLY opcode
+	evSQP                             // sqp holds the DETH source QP
+	evFullMTU                         // First or Middle packet: payload is exactly the path MTU
+	evReadResp                        // any READ response
+)
+
+const (
+	psnMask  = 1<<24 - 1
+	psnHalf  = 1 << 23
+	minPMTU  = 256 // smallest InfiniBand path MTU
+	pendSize = 8   // outstanding requests remembered per flow for latency
+)
+
+// Pending request kinds.
+const (
+	pendNone uint8 = iota
+	pendRead
+	pendAck
+)
+
+// pending is a request waiting for its answer, for latency at the mirror.
+type pending struct {
+	t    int64
+	psn  uint32
+	kind uint8
+}
+
+// Entry flags.
+const (
+	entSQPKnown uint8 = 1 << iota
+	entPSNValid
+)
+
+// entry is the state of one flow in a worker's QP table: what persists
+// across windows (PSN tracking, pairing, pending requests) and the counters
+// of the two windows that can be open at once.
+type entry struct {
+	key     FlowKey
+	hash    uint64
+	lastWin int64 // last window with a packet
+	peer    int32 // slab position of the reverse direction, -1 if unknown
+	sqp     uint32
+	epsn    uint32 // expected PSN of the next request
+	slack   uint32 // PSNs the next request may skip without a gap
+	pmtu    uint32 // path MTU learned from full-size packets, 0 if unknown
+	sport   uint16
+	flags   uint8
+	pendAt  uint8 // next pending slot to overwrite
+	pend    [pendSize]pending
+	win     [2]flowWin
+}
+
+// flowWin holds a flow's counters for window w.
+type flowWin struct {
+	w     int64
+	big   [numBigFlowCounters]uint64
+	small [numFlowCounters - numBigFlowCounters]uint32
+	ops   OpMix
+}
+
+func (e *entry) init(key FlowKey, h uint64) {
+	*e = entry{key: key, hash: h, peer: -1, lastWin: -1 << 62}
+	e.win[0].w, e.win[1].w = -1<<62, -1<<62
+}
+
+// add increments counter c of the window by n.
+func (fw *flowWin) add(c FlowCounter, n uint64) {
+	if c < numBigFlowCounters {
+		fw.big[c] += n
+		return
+	}
+	fw.small[c-numBigFlowCounters] += uint32(n)
+}
+
+// record appends fw's counters to r.
+func (fw *flowWin) record(r *FlowRecord) {
+	for i, v := range fw.big {
+		r.C[i] = v
+	}
+	for i, v := range fw.small {
+		r.C[numBigFlowCounters+i] = uint64(v)
+	}
+	r.Ops = fw.ops
+}
+
+// shard is one worker's state: its slice of the QP table and its part of
+// the open windows. Exactly one goroutine uses a shard.
+type shard struct {
+	cfg    *Config
+	tab    *table
+	conns  map[connKey]int32     // (src, dst, sport) → first flow seen with them, for pairing directions
+	open   [2]*Window            // open windows by parity of their index
+	high   int64                 // newest window index opened
+	active [2][]int32            // slab positions of flows active in each open window
+	fresh  func(w int64) *Window // an empty window with index w
+	closed func(*Window)         // receives each closed window
+}
+
+// connKey finds the reverse direction of a RoCEv2 connection.
+type connKey struct {
+	src, dst decode.Addr
+	sport    uint16
+}
+
+func newShard(cfg *Config, capacity int, fresh func(int64) *Window, closed func(*Window)) *shard {
+	return &shard{
+		cfg:    cfg,
+		tab:    newTable(capacity),
+		conns:  make(map[connKey]int32),
+		high:   -1 << 62,
+		fresh:  fresh,
+		closed: closed,
+	}
+}
+
+// window returns the open window for index w, opening it and closing the
+// windows too old to stay open beside it when w is new. A frame older than
+// every open window is counted in the oldest open one. With one reader the
+// reader's close marks keep at most two windows open and this only opens;
+// with several readers it is what bounds the open windows to two.
+func (s *shard) window(w int64) *Window {
+	if w > s.high {
+		s.closeThrough(w - 2)
+		win := s.fresh(w)
+		s.open[w&1] = win
+		s.high = w
+		return win
+	}
+	if win := s.open[w&1]; win != nil && win.index() == w {
+		return win
+	}
+	win := s.oldest()
+	if win == nil {
+		// Every window was closed (a reader fell more than a window
+		// behind the others): open this one again; the collector merges
+		// it as a late part of that window, which is reported again.
+		win = s.fresh(w)
+		s.open[w&1] = win
+	}
+	win.Counters[LatePackets]++
+	return win
+}
+
+// oldest returns the open window with the smallest index; one is open
+// whenever a frame is being handled.
+func (s *shard) oldest() *Window {
+	a, b := s.open[0], s.open[1]
+	if a == nil || b != nil && b.Start < a.Start {
+		return b
+	}
+	return a
+}
+
+// closeThrough closes every open window with index ≤ w, oldest first.
+func (s *shard) closeThrough(w int64) {
+	for {
+		win := s.oldest()
+		if win == nil || win.index() > w {
+			return
+		}
+		p := win.index() & 1
+		s.open[p] = nil
+		s.flush(p, win)
+	}
+}
+
+// flush moves the flows active in the window of parity p into win and its
+// sketches, and hands win over.
+func (s *shard) flush(p int64, win *Window) {
+	w := win.index()
+	for _, idx := range s.active[p] {
+		e := &s.tab.entries[idx]
+		fw := &e.win[p]
+		if fw.w != w {
+			continue
+		}
+		win.Flows = append(win.Flows, FlowRecord{Key: e.key, SQP: e.sqp, SQPKnown: e.flags&entSQPKnown != 0, Sport: e.sport})
+		r := &win.Flows[len(win.Flows)-1]
+		fw.record(r)
+		win.Distinct.Insert(e.hash)
+		win.FlowBytes.Add(e.hash, r.C[FlowBytes])
+		win.FlowPackets.Add(e.hash, r.C[FlowPackets])
+		win.Top.Update(e.hash, e.key, r.C[FlowBytes])
+	}
+	s.active[p] = s.active[p][:0]
+	if 8*s.tab.used > 7*s.tab.max {
+		win.Counters[Evictions] += uint64(s.sweep(w))
+	}
+	s.closed(win)
+}
+
+// sweep evicts every flow that sent nothing in window w or later, and
+// returns how many it evicted. It runs when window w closes with the table
+// nearly full, so that new flows find room.
+func (s *shard) sweep(oldest int64) int {
+	n := 0
+	for i := range s.tab.entries {
+		if e := &s.tab.entries[i]; e.lastWin != freeEntry && e.lastWin < oldest {
+			s.evict(int32(i))
+			n++
+		}
+	}
+	return n
+}
+
+// handle accounts one RoCE frame.
+func (s *shard) handle(ev *event) {
+	win := s.window(ev.win)
+	w := win.index()
+	idx := s.tab.lookup(&ev.key, ev.hash)
+	if idx < 0 {
+		if idx = s.admit(ev); idx < 0 {
+			s.untracked(win, ev)
+			return
+		}
+	}
+	e := &s.tab.entries[idx]
+	fw := s.flowWin(idx, w)
+	fw.big[FlowBytes] += uint64(ev.wire)
+	fw.big[FlowPayloadBytes] += uint64(ev.payload)
+	fw.add(FlowPackets, 1)
+	fw.ops.Add(uint8(ev.opcode), 1)
+	f := ev.flags
+	if f&(evCE|evFECN|evBECN|evEndsMessage|evAck|evNAK|evRNR|evCNP) != 0 {
+		s.countFlags(fw, f)
+	}
+	if f&evSQP != 0 {
+		e.sqp, e.flags = ev.sqp, e.flags|entSQPKnown
+	}
+	if f&evFullMTU != 0 {
+		s.learnMTU(e, ev)
+	}
+	if f&evRequest != 0 {
+		s.trackPSN(e, fw, win, ev)
+	}
+	if f&(evReadRespHead|evAck) != 0 && e.peer >= 0 {
+		s.matchLatency(e, win, w, ev)
+	}
+}
+
+// countFlags counts the rarer per-frame facts.
+func (s *shard) countFlags(fw *flowWin, f uint16) {
+	for _, x := range [...]struct {
+		flag uint16
+		c    FlowCounter
+	}{
+		{evCE, FlowECNCE}, {evFECN, FlowFECN}, {evBECN, FlowBECN}, {evEndsMessage, FlowMessages},
+		{evAck, FlowAcks}, {evNAK, FlowNAKs}, {evRNR, FlowRNRNAKs}, {evCNP, FlowCNPCarried},
+	} {
+		if f&x.flag != 0 {
+			fw.add(x.c, 1)
+		}
+	}
+}
+
+// flowWin returns the counters of entry idx for window w, starting them when
+// this is the flow's first packet in w.
+func (s *shard) flowWin(idx int32, w int64) *flowWin {
+	e := &s.tab.entries[idx]
+	fw := &e.win[w&1]
+	if fw.w != w {
+		*fw = flowWin{w: w}
+		s.active[w&1] = append(s.active[w&1], idx)
+	}
+	if w > e.lastWin {
+		e.lastWin = w
+	}
+	return fw
+}
+
+// admit adds the flow of ev to the table, evicting an idle flow when the
+// table is full, and pairs it with its reverse direction. It returns -1 when
+// the flow cannot be held.
+func (s *shard) admit(ev *event) int32 {
+	if s.tab.full() {
+		win := s.oldest()
+		v := s.tab.victim(win.index())
+		if v < 0 {
+			return -1
+		}
+		s.evict(v)
+		win.Counters[Evictions]++
+	}
+	idx := s.tab.insert(&ev.key, ev.hash)
+	e := &s.tab.entries[idx]
+	e.sport = ev.sport
+	if ev.sport == 0 {
+		return idx
+	}
+	ck := connKey{src: ev.key.Src, dst: ev.key.Dst, sport: ev.sport}
+	if _, ok := s.conns[ck]; !ok {
+		s.conns[ck] = idx
+	}
+	if j, ok := s.conns[connKey{src: ev.key.Dst, dst: ev.key.Src, sport: ev.sport}]; ok {
+		if r := &s.tab.entries[j]; r.peer < 0 {
+			e.peer, r.peer = j, idx
+			e.sqp, r.sqp = r.key.DQP, e.key.DQP
+			e.flags |= entSQPKnown
+			r.flags |= entSQPKnown
+		}
+	}
+	return idx
+}
+
+// evict removes the idle entry at v.
+func (s *shard) evict(v int32) {
+	e := &s.tab.entries[v]
+	if e.peer >= 0 {
+		s.tab.entries[e.peer].peer = -1
+	}
+	ck := connKey{src: e.key.Src, dst: e.key.Dst, sport: e.sport}
+	if j, ok := s.conns[ck]; ok && j == v {
+		delete(s.conns, ck)
+	}
+	s.tab.remove(v)
+}
+
+// untracked accounts a frame of a flow the table cannot hold: only the
+// sketches see it.
+func (s *shard) untracked(win *Window, ev *event) {
+	win.Counters[UntrackedPackets]++
+	win.Distinct.Insert(ev.hash)
+	win.FlowBytes.Add(ev.hash, uint64(ev.wire))
+	win.FlowPackets.Add(ev.hash, 1)
+	win.Top.Update(ev.hash, ev.key, uint64(ev.wire))
+}
+
+// learnMTU records the path MTU a full-size First or Middle packet shows:
+// on the flow itself for requests, on the requester's flow for READ
+// responses.
+func (s *shard) learnMTU(e *entry, ev *event) {
+	switch {
+	case ev.flags&evRequest != 0:
+		e.pmtu = ev.payload
+	case ev.flags&evReadResp != 0 && e.peer >= 0:
+		s.tab.entries[e.peer].pmtu = ev.payload
+	}
+}
+
+// trackPSN follows the request PSNs of a flow: a PSN ahead of the expected
+// one is a gap, one behind it a retransmission (24-bit arithmetic).
+func (s *shard) trackPSN(e *entry, fw *flowWin, win *Window, ev *event) {
+	if e.flags&entPSNValid != 0 {
+		d := (ev.psn - e.epsn) & psnMask
+		switch {
+		case d == 0:
+		case d < psnHalf:
+			if d > e.slack {
+				fw.add(FlowPSNGaps, 1)
+				win.Counters[PSNGaps]++
+			}
+		default:
+			fw.add(FlowRetransmits, 1)
+			win.Counters[Retransmits]++
+			return
+		}
+	}
+	e.flags |= entPSNValid
+	n, slack := uint32(1), uint32(0)
+	if ev.flags&evReadReq != 0 {
+		// A READ request consumes one PSN per response packet.
+		if e.pmtu >= minPMTU {
+			n = max(1, (ev.dmaLen+e.pmtu-1)/e.pmtu)
+		} else {
+			slack = max(1, (ev.dmaLen+minPMTU-1)/minPMTU) - 1
+		}
+	}
+	e.epsn, e.slack = (ev.psn+n)&psnMask, slack
+	if ev.flags&(evReadReq|evAckReq) != 0 {
+		kind := pendAck
+		if ev.flags&evReadReq != 0 {
+			kind = pendRead
+		}
+		p := &e.pend[e.pendAt]
+		if p.kind == pendRead {
+			win.Counters[ReadLatencyUnmatched]++
+		}
+		*p = pending{t: ev.time, psn: ev.psn, kind: kind}
+		e.pendAt = (e.pendAt + 1) % pendSize
+	}
+}
+
+// matchLatency pairs a READ response head or an ACK on e with the pending
+// requests of its peer, and records the latency on the requester's flow.
+func (s *shard) matchLatency(e *entry, win *Window, w int64, ev *event) {
+	req := &s.tab.entries[e.peer]
+	for i := range req.pend {
+		p := &req.pend[i]
+		var c FlowCounter
+		switch {
+		case p.kind == pendRead && ev.flags&evReadRespHead != 0 && p.psn == ev.psn:
+			c = FlowReadLatencyCount
+		case p.kind == pendAck && ev.flags&evAck != 0 && (ev.psn-p.psn)&psnMask < psnHalf:
+			c = FlowAckLatencyCount
+		default:
+			continue
+		}
+		lat := ev.time - p.t
+		p.kind = pendNone
+		if lat < 0 {
+			continue
+		}
+		fw := s.flowWin(e.peer, w)
+		fw.add(c, 1)
+		if c == FlowReadLatencyCount {
+			fw.big[FlowReadLatencySum] += uint64(lat)
+			win.ReadLatency.Add(float64(lat))
+		} else {
+			fw.big[FlowAckLatencySum] += uint64(lat)
+			win.AckLatency.Add(float64(lat))
+		}
+	}
+}

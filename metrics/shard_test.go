@@ -1,0 +1,260 @@
+package metrics
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rocescope/rocescope/decode"
+)
+
+// shardHarness drives one shard with hand-made events and keeps the
+// windows it closes.
+type shardHarness struct {
+	t      *testing.T
+	cfg    Config
+	sh     *shard
+	closed []*Window
+}
+
+func newShardHarness(t *testing.T, capacity int) *shardHarness {
+	t.Helper()
+	cfg, err := (&Config{Window: time.Second, Workers: 1, TableSize: capacity, Host: "test"}).withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &shardHarness{t: t, cfg: cfg}
+	pool := newWindowPool(&h.cfg, 4)
+	h.sh = newShard(&h.cfg, capacity, func(w int64) *Window {
+		win, err := pool.get(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return win
+	}, func(w *Window) { h.closed = append(h.closed, w) })
+	return h
+}
+
+var (
+	hostA = decode.AddrFrom4([4]byte{10, 0, 0, 1})
+	hostB = decode.AddrFrom4([4]byte{10, 0, 0, 2})
+)
+
+const (
+	qpA = 0x11
+	qpB = 0x22
+)
+
+// send hands the shard one event of opcode op on the flow src→dst toward
+// dqp at time t (ns within window 0 unless larger).
+func (h *shardHarness) send(src, dst decode.Addr, dqp uint32, op decode.Opcode, psn uint32, t int64, extra uint16) {
+	ev := event{
+		key:     FlowKey{Src: src, Dst: dst, DQP: dqp},
+		time:    t,
+		win:     floorDiv(t, int64(h.cfg.Window)),
+		wire:    100,
+		payload: 1024,
+		psn:     psn & psnMask,
+		sport:   49152,
+		opcode:  op,
+		flags:   opFlags[op] | extra,
+	}
+	ev.hash = ev.key.hash(h.cfg.Seed)
+	h.sh.handle(&ev)
+}
+
+func (h *shardHarness) closeAll() *Window {
+	h.t.Helper()
+	h.sh.closeThrough(allWindows)
+	if len(h.closed) == 0 {
+		h.t.Fatal("no window closed")
+	}
+	w := h.closed[len(h.closed)-1]
+	w.Normalize()
+	return w
+}
+
+func (h *shardHarness) flow(w *Window, src, dst decode.Addr, dqp uint32) *FlowRecord {
+	h.t.Helper()
+	for i := range w.Flows {
+		if k := w.Flows[i].Key; k.Src == src && k.Dst == dst && k.DQP == dqp {
+			return &w.Flows[i]
+		}
+	}
+	h.t.Fatalf("flow %v→%v qp %d not in the window", src, dst, dqp)
+	return nil
+}
+
+// Opcodes used below (IBTA RC numbering).
+const (
+	opWriteFirst  decode.Opcode = 0x06
+	opWriteMiddle decode.Opcode = 0x07
+	opWriteLast   decode.Opcode = 0x08
+	opWriteOnly   decode.Opcode = 0x0a
+	opReadRequest decode.Opcode = 0x0c
+	opReadFirst   decode.Opcode = 0x0d
+	opReadOnly    decode.Opcode = 0x10
+	opAck         decode.Opcode = 0x11
+	opCNP         decode.Opcode = 0x81
+)
+
+func TestShardPSNGapAndGoBackN(t *testing.T) {
+	h := newShardHarness(t, 100)
+	// PSNs 100..104 sent; 105 lost before the mirror; 106..108 seen; NAK;
+	// 105..108 resent; 109 continues.
+	psns := []uint32{100, 101, 102, 103, 104, 106, 107, 108, 105, 106, 107, 108, 109}
+	for i, p := range psns {
+		h.send(hostA, hostB, qpB, opWriteMiddle, p, int64(i), 0)
+	}
+	w := h.closeAll()
+	f := h.flow(w, hostA, hostB, qpB)
+	if got := [2]uint64{f.C[FlowPSNGaps], f.C[FlowRetransmits]}; got != [2]uint64{1, 4} {
+		t.Errorf("gaps, retransmits = %v, want [1 4]", got)
+	}
+	if w.Counters[PSNGaps] != 1 || w.Counters[Retransmits] != 4 {
+		t.Errorf("window gaps, retransmits = %d, %d, want 1, 4", w.Counters[PSNGaps], w.Counters[Retransmits])
+	}
+	if f.C[FlowPackets] != uint64(len(psns)) || f.C[FlowBytes] != 100*uint64(len(psns)) {
+		t.Errorf("packets, bytes = %d, %d", f.C[FlowPackets], f.C[FlowBytes])
+	}
+}
+
+func TestShardPSNWrap(t *testing.T) {
+	h := newShardHarness(t, 100)
+	for i, p := range []uint32{psnMask - 1, psnMask, 0, 1, 3} {
+		h.send(hostA, hostB, qpB, opWriteMiddle, p, int64(i), 0)
+	}
+	f := h.flow(h.closeAll(), hostA, hostB, qpB)
+	if f.C[FlowPSNGaps] != 1 || f.C[FlowRetransmits] != 0 {
+		t.Errorf("across the 24-bit wrap: gaps %d retransmits %d, want 1 and 0", f.C[FlowPSNGaps], f.C[FlowRetransmits])
+	}
+}
+
+func TestShardReadConsumesPSNs(t *testing.T) {
+	h := newShardHarness(t, 100)
+	// A WRITE First teaches the path MTU (1024); a READ of 4096 bytes then
+	// consumes four PSNs, so 11 follows 7 without a gap, and 16 after the
+	// second READ (PSN 11, 4 PSNs → next 15) is a gap.
+	h.send(hostA, hostB, qpB, opWriteFirst, 5, 1, 0)
+	h.send(hostA, hostB, qpB, opWriteLast, 6, 2, 0)
+	ev := event{key: FlowKey{Src: hostA, Dst: hostB, DQP: qpB}, time: 3, wire: 100, psn: 7, dmaLen: 4096, sport: 49152, opcode: opReadRequest, flags: opFlags[opReadRequest]}
+	ev.hash = ev.key.hash(h.cfg.Seed)
+	h.sh.handle(&ev)
+	ev.psn, ev.time = 11, 4
+	h.sh.handle(&ev)
+	h.send(hostA, hostB, qpB, opWriteOnly, 16, 5, 0)
+	f := h.flow(h.closeAll(), hostA, hostB, qpB)
+	if f.C[FlowPSNGaps] != 1 {
+		t.Errorf("gaps = %d, want 1", f.C[FlowPSNGaps])
+	}
+}
+
+func TestShardPairingLatencyAndCNP(t *testing.T) {
+	h := newShardHarness(t, 100)
+	// A→B READ request PSN 50 at t=1000; B→A READ response First PSN 50 at
+	// t=4000: latency 3000. A→B WRITE Only with AckReq PSN 51 at 5000,
+	// ACK PSN 51 at 5500: latency 500. B→A CNP toward qpA.
+	h.send(hostA, hostB, qpB, opReadRequest, 50, 1000, 0)
+	h.send(hostB, hostA, qpA, opReadFirst, 50, 4000, 0)
+	h.send(hostA, hostB, qpB, opWriteOnly, 51, 5000, evAckReq)
+	h.send(hostB, hostA, qpA, opAck, 51, 5500, evAck)
+	h.send(hostB, hostA, qpA, opCNP, 0, 6000, 0)
+	w := h.closeAll()
+	fwd := h.flow(w, hostA, hostB, qpB)
+	rev := h.flow(w, hostB, hostA, qpA)
+	if !fwd.SQPKnown || fwd.SQP != qpA || !rev.SQPKnown || rev.SQP != qpB {
+		t.Errorf("source QPs: fwd %v/%d rev %v/%d, want %d and %d", fwd.SQPKnown, fwd.SQP, rev.SQPKnown, rev.SQP, qpA, qpB)
+	}
+	want := map[FlowCounter]uint64{FlowReadLatencyCount: 1, FlowReadLatencySum: 3000, FlowAckLatencyCount: 1, FlowAckLatencySum: 500}
+	got := map[FlowCounter]uint64{}
+	for c := range want {
+		got[c] = fwd.C[c]
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("latency counters (-want +got):\n%s", diff)
+	}
+	if rev.C[FlowCNPCarried] != 1 || rev.C[FlowAcks] != 1 {
+		t.Errorf("reverse flow carried %d CNPs and %d ACKs, want 1 and 1", rev.C[FlowCNPCarried], rev.C[FlowAcks])
+	}
+	if w.ReadLatency.Count() != 1 || w.AckLatency.Count() != 1 {
+		t.Errorf("latency sketches hold %d and %d values, want 1 and 1", w.ReadLatency.Count(), w.AckLatency.Count())
+	}
+
+	// The reporter attributes the CNP to the flow it throttles.
+	rp, err := NewReporter(&h.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rp.Build(w)
+	for _, f := range r.Top {
+		wantCNP := uint64(0)
+		if f.Key == fwd.Key {
+			wantCNP = 1
+		}
+		if f.C[FlowCNP] != wantCNP {
+			t.Errorf("flow %v: cnp %d, want %d", f.Key, f.C[FlowCNP], wantCNP)
+		}
+	}
+	if r.CNPUnattributed != 0 {
+		t.Errorf("unattributed CNPs %d, want 0", r.CNPUnattributed)
+	}
+}
+
+func TestShardWindowsAndLateness(t *testing.T) {
+	h := newShardHarness(t, 100)
+	sec := int64(time.Second)
+	h.send(hostA, hostB, qpB, opWriteOnly, 1, 5*sec+1, 0)
+	h.send(hostA, hostB, qpB, opWriteOnly, 2, 6*sec+1, 0)
+	h.send(hostA, hostB, qpB, opWriteOnly, 3, 5*sec+2, 0) // late but window 5 is open
+	h.send(hostA, hostB, qpB, opWriteOnly, 4, 7*sec+1, 0) // closes window 5
+	h.send(hostA, hostB, qpB, opWriteOnly, 5, 5*sec+3, 0) // too late: counted in window 6
+	h.sh.closeThrough(allWindows)
+	got := map[int64]uint64{}
+	late := map[int64]uint64{}
+	for _, w := range h.closed {
+		w.Normalize()
+		for _, f := range w.Flows {
+			got[w.Start/sec] += f.C[FlowPackets]
+		}
+		late[w.Start/sec] = w.Counters[LatePackets]
+	}
+	if diff := cmp.Diff(map[int64]uint64{5: 2, 6: 2, 7: 1}, got); diff != "" {
+		t.Errorf("packets per window (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[int64]uint64{5: 0, 6: 1, 7: 0}, late); diff != "" {
+		t.Errorf("late packets per window (-want +got):\n%s", diff)
+	}
+}
+
+func TestShardTableFullEvictsIdleFlows(t *testing.T) {
+	h := newShardHarness(t, 2)
+	sec := int64(time.Second)
+	h.send(hostA, hostB, 1, opWriteOnly, 1, 1, 0)
+	h.send(hostA, hostB, 2, opWriteOnly, 1, 2, 0)
+	h.send(hostA, hostB, 3, opWriteOnly, 1, 3, 0) // table full, nothing idle: untracked
+	h.send(hostA, hostB, 1, opWriteOnly, 2, 3*sec, 0)
+	h.send(hostA, hostB, 4, opWriteOnly, 1, 3*sec+1, 0) // flow 2 is idle: evicted for flow 4
+	h.send(hostA, hostB, 5, opWriteOnly, 1, 3*sec+2, 0) // flows 1 and 4 active: untracked
+	h.sh.closeThrough(allWindows)
+	if len(h.closed) != 2 {
+		t.Fatalf("%d windows closed, want 2", len(h.closed))
+	}
+	w0, w3 := h.closed[0], h.closed[1]
+	if w0.Counters[UntrackedPackets] != 1 || len(w0.Flows) != 2 {
+		t.Errorf("window 0: untracked %d, flows %d, want 1 and 2", w0.Counters[UntrackedPackets], len(w0.Flows))
+	}
+	if e := w0.Distinct.Estimate(); e.Value < 2.5 || e.Value > 3.5 {
+		t.Errorf("window 0 distinct estimate %v, want 3 (two tracked, one untracked)", e.Value)
+	}
+	w3.Normalize()
+	if w3.Counters[UntrackedPackets] != 1 || w3.Counters[Evictions] != 1 || len(w3.Flows) != 2 {
+		t.Errorf("window 3: untracked %d, evictions %d, flows %d, want 1, 1, 2", w3.Counters[UntrackedPackets], w3.Counters[Evictions], len(w3.Flows))
+	}
+	if w3.Flows[0].Key.DQP != 1 || w3.Flows[1].Key.DQP != 4 {
+		t.Errorf("window 3 flows %v and %v, want QPs 1 and 4", w3.Flows[0].Key, w3.Flows[1].Key)
+	}
+	if w3.Flows[0].C[FlowRetransmits]+w3.Flows[0].C[FlowPSNGaps] != 0 {
+		t.Error("flow 1 kept across windows lost its PSN state")
+	}
+}

@@ -1,0 +1,407 @@
+package metrics
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"slices"
+
+	"github.com/rocescope/rocescope/decode"
+)
+
+// State encoding of a Window (version 1). A state is self-describing and
+// carries a checksum:
+//
+//	magic "RSCOPEWS" | version u8 | body | crc32c(magic..body) u32
+//
+// body, integers big-endian unless marked uvarint, strings as uvarint length
+// and bytes:
+//
+//	start i64 | length i64 | hosts: uvarint n, n strings
+//	sketch config: seed u64 | distinct bits, cm depth, cm width, top-k size: uvarint
+//	counters: uvarint n, n × (name string | uvarint value), non-zero only;
+//	          section counters are named "opcode/<i>", "pfc_frames/<i>", ...
+//	flow counter names: uvarint n, n strings (the column order below)
+//	flows: uvarint n, n × (key 38 bytes | sqp u32 | flags u8 | sport u16 |
+//	       one uvarint per flow counter name | uvarint k, k × (op u8 | uvarint n) | uvarint other)
+//	cm: uvarint n, n × (src 17 | dst 17 | attr u16 | local comm u32 | remote comm u32 | qpn u32)
+//	sketches: uvarint n, n × (name string | uvarint len | sketch encoding)
+//
+// Counters are written by name so that a reader can tell a state from a
+// newer rocescope with counters it does not know (an error) from a damaged
+// one. The encoding of a normalized window is canonical: equal windows
+// encode to equal bytes.
+const (
+	stateMagic   = "RSCOPEWS"
+	stateVersion = 1
+)
+
+// ErrState is wrapped by every error decoding a state.
+var ErrState = errors.New("invalid window state")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// counterName returns the state name of counter i.
+func counterName(i int) string {
+	switch {
+	case i < int(numScalar):
+		return counterNames[i]
+	case i < pfcFrameBase:
+		return fmt.Sprintf("opcode/%d", i-opcodeBase)
+	case i < pfcQuantaBase:
+		return fmt.Sprintf("pfc_frames/%d", i-pfcFrameBase)
+	case i < nakCodeBase:
+		return fmt.Sprintf("pfc_quanta/%d", i-pfcQuantaBase)
+	case i < errorBase:
+		return fmt.Sprintf("nak_code/%d", i-nakCodeBase)
+	}
+	return fmt.Sprintf("decode_error/%d", i-errorBase)
+}
+
+// counterIndex maps state names to counter positions.
+var counterIndex = func() map[string]int {
+	m := make(map[string]int, numCounters)
+	for i := range numCounters {
+		m[counterName(i)] = i
+	}
+	return m
+}()
+
+// AppendBinary appends the state encoding of w. Normalize w first for a
+// canonical encoding.
+func (w *Window) AppendBinary(b []byte) ([]byte, error) {
+	start := len(b)
+	b = append(b, stateMagic...)
+	b = append(b, stateVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(w.Start))
+	b = binary.BigEndian.AppendUint64(b, uint64(w.Length))
+	b = binary.AppendUvarint(b, uint64(len(w.Hosts)))
+	for _, h := range w.Hosts {
+		b = appendString(b, h)
+	}
+	sc := w.sketchConfig
+	b = binary.BigEndian.AppendUint64(b, sc.Seed)
+	for _, v := range []int{sc.DistinctBits, sc.CMDepth, sc.CMWidth, sc.TopKSize} {
+		b = binary.AppendUvarint(b, uint64(v))
+	}
+
+	n := 0
+	for _, v := range w.Counters {
+		if v != 0 {
+			n++
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(n))
+	for i, v := range w.Counters {
+		if v != 0 {
+			b = appendString(b, counterName(i))
+			b = binary.AppendUvarint(b, v)
+		}
+	}
+
+	b = binary.AppendUvarint(b, uint64(numFlowCounters))
+	for c := range numFlowCounters {
+		b = appendString(b, FlowCounter(c).String())
+	}
+	b = binary.AppendUvarint(b, uint64(len(w.Flows)))
+	for i := range w.Flows {
+		f := &w.Flows[i]
+		b = f.Key.appendBinary(b)
+		b = binary.BigEndian.AppendUint32(b, f.SQP)
+		var flags byte
+		if f.SQPKnown {
+			flags = 1
+		}
+		b = append(b, flags)
+		b = binary.BigEndian.AppendUint16(b, f.Sport)
+		for _, v := range f.C {
+			b = binary.AppendUvarint(b, v)
+		}
+		k := 0
+		for k < maxFlowOps && f.Ops.N[k] != 0 {
+			k++
+		}
+		b = binary.AppendUvarint(b, uint64(k))
+		for j := range k {
+			b = append(b, f.Ops.Op[j])
+			b = binary.AppendUvarint(b, f.Ops.N[j])
+		}
+		b = binary.AppendUvarint(b, f.Ops.Other)
+	}
+
+	b = binary.AppendUvarint(b, uint64(len(w.CM)))
+	for _, m := range w.CM {
+		b = appendAddr(b, m.Src)
+		b = appendAddr(b, m.Dst)
+		b = binary.BigEndian.AppendUint16(b, m.AttrID)
+		b = binary.BigEndian.AppendUint32(b, m.LocalCommID)
+		b = binary.BigEndian.AppendUint32(b, m.RemoteCommID)
+		b = binary.BigEndian.AppendUint32(b, m.LocalQPN)
+	}
+
+	sketches := w.sketches()
+	b = binary.AppendUvarint(b, uint64(len(sketches)))
+	for _, s := range sketches {
+		b = appendString(b, s.name)
+		enc, err := s.append(nil)
+		if err != nil {
+			return b[:start], fmt.Errorf("metrics: encode %s sketch: %w", s.name, err)
+		}
+		b = binary.AppendUvarint(b, uint64(len(enc)))
+		b = append(b, enc...)
+	}
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli)), nil
+}
+
+// namedSketch is one sketch of a window, for encoding.
+type namedSketch struct {
+	name      string
+	append    func([]byte) ([]byte, error)
+	unmarshal func([]byte) error
+}
+
+func (w *Window) sketches() []namedSketch {
+	return []namedSketch{
+		{"distinct", w.Distinct.AppendBinary, w.Distinct.UnmarshalBinary},
+		{"flow_bytes", w.FlowBytes.AppendBinary, w.FlowBytes.UnmarshalBinary},
+		{"flow_packets", w.FlowPackets.AppendBinary, w.FlowPackets.UnmarshalBinary},
+		{"top", func(b []byte) ([]byte, error) { return w.Top.AppendBinary(b, FlowKey.appendBinary) },
+			func(d []byte) error { return w.Top.UnmarshalBinary(d, flowKeyLen, flowKeyFromBinary) }},
+		{"read_latency", w.ReadLatency.AppendBinary, w.ReadLatency.UnmarshalBinary},
+		{"ack_latency", w.AckLatency.AppendBinary, w.AckLatency.UnmarshalBinary},
+	}
+}
+
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+func appendAddr(b []byte, a decode.Addr) []byte {
+	x := a.As16()
+	return append(append(b, byte(a.Kind())), x[:]...)
+}
+
+// stateReader reads the fields of a state, remembering the first error.
+type stateReader struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (r *stateReader) fail(format string, a ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("offset %d: %s: %w", r.off, fmt.Sprintf(format, a...), ErrState)
+	}
+}
+
+func (r *stateReader) bytes(n int) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n < 0 || n > len(r.b)-r.off {
+		r.fail("need %d bytes, %d left", n, len(r.b)-r.off)
+		return nil
+	}
+	x := r.b[r.off : r.off+n]
+	r.off += n
+	return x
+}
+
+func (r *stateReader) u8() uint8 {
+	if x := r.bytes(1); x != nil {
+		return x[0]
+	}
+	return 0
+}
+
+func (r *stateReader) u16() uint16 {
+	if x := r.bytes(2); x != nil {
+		return binary.BigEndian.Uint16(x)
+	}
+	return 0
+}
+
+func (r *stateReader) u32() uint32 {
+	if x := r.bytes(4); x != nil {
+		return binary.BigEndian.Uint32(x)
+	}
+	return 0
+}
+
+func (r *stateReader) u64() uint64 {
+	if x := r.bytes(8); x != nil {
+		return binary.BigEndian.Uint64(x)
+	}
+	return 0
+}
+
+func (r *stateReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b[r.off:])
+	if n <= 0 {
+		r.fail("bad varint")
+		return 0
+	}
+	r.off += n
+	return v
+}
+
+// count reads an element count and bounds it by the bytes left, each
+// element taking at least min bytes, so that a damaged count cannot make
+// the reader allocate.
+func (r *stateReader) count(min int) int {
+	v := r.uvarint()
+	if r.err == nil && v > uint64((len(r.b)-r.off)/min) {
+		r.fail("count %d exceeds the %d bytes left", v, len(r.b)-r.off)
+		return 0
+	}
+	return int(v)
+}
+
+func (r *stateReader) string() string { return string(r.bytes(r.count(1))) }
+
+func (r *stateReader) addr() decode.Addr {
+	kind := decode.AddrKind(r.u8())
+	x := r.bytes(16)
+	if x == nil {
+		return decode.Addr{}
+	}
+	if kind > decode.AddrLID {
+		r.fail("address kind %d", kind)
+	}
+	return addrFrom(kind, [16]byte(x))
+}
+
+// UnmarshalBinary decodes a state written by AppendBinary into w, which
+// gets sketches of the state's configuration. It checks the magic, the
+// version and the checksum before anything else, and rejects trailing
+// bytes. On error w is left unchanged.
+func (w *Window) UnmarshalBinary(data []byte) error {
+	const minLen = len(stateMagic) + 1 + 4
+	if len(data) < minLen {
+		return fmt.Errorf("metrics: state of %d bytes is too short: %w", len(data), ErrState)
+	}
+	if string(data[:len(stateMagic)]) != stateMagic {
+		return fmt.Errorf("metrics: not a rocescope window state (bad magic): %w", ErrState)
+	}
+	if v := data[len(stateMagic)]; v != stateVersion {
+		return fmt.Errorf("metrics: state version %d, this rocescope reads version %d: %w", v, stateVersion, ErrState)
+	}
+	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
+	if got := crc32.Checksum(body, castagnoli); got != sum {
+		return fmt.Errorf("metrics: state checksum %08x, want %08x: %w", got, sum, ErrState)
+	}
+	r := &stateReader{b: body, off: len(stateMagic) + 1}
+	var x Window
+	x.Start = int64(r.u64())
+	x.Length = int64(r.u64())
+	if r.err == nil && (x.Length <= 0 || x.Start%x.Length != 0) {
+		r.fail("window start %d is not a multiple of the length %d", x.Start, x.Length)
+	}
+	for range r.count(1) {
+		x.Hosts = append(x.Hosts, r.string())
+	}
+	if !slices.IsSorted(x.Hosts) {
+		r.fail("hosts are not sorted")
+	}
+	x.sketchConfig.Seed = r.u64()
+	for _, p := range []*int{&x.sketchConfig.DistinctBits, &x.sketchConfig.CMDepth, &x.sketchConfig.CMWidth, &x.sketchConfig.TopKSize} {
+		if v := r.uvarint(); v > math.MaxInt32 {
+			r.fail("sketch dimension %d", v)
+		} else {
+			*p = int(v)
+		}
+	}
+	for range r.count(2) {
+		name, v := r.string(), r.uvarint()
+		i, ok := counterIndex[name]
+		if !ok && r.err == nil {
+			r.fail("unknown counter %q (state from a newer rocescope?)", name)
+		}
+		x.Counters[i] += v
+	}
+	names := make([]FlowCounter, r.count(1))
+	for i := range names {
+		name := r.string()
+		c := slices.Index(flowCounterNames[:], name)
+		if c < 0 && r.err == nil {
+			r.fail("unknown flow counter %q (state from a newer rocescope?)", name)
+		}
+		names[i] = FlowCounter(max(c, 0))
+	}
+	nflows := r.count(flowKeyLen + 7)
+	x.Flows = make([]FlowRecord, 0, nflows)
+	for range nflows {
+		var f FlowRecord
+		if kb := r.bytes(flowKeyLen); kb != nil {
+			f.Key = flowKeyFromBinary(kb)
+			if f.Key.Src.Kind() > decode.AddrLID || f.Key.Dst.Kind() > decode.AddrLID {
+				r.fail("flow address kind")
+			}
+		}
+		f.SQP = r.u32()
+		f.SQPKnown = r.u8()&1 != 0
+		f.Sport = r.u16()
+		for _, c := range names {
+			f.C[c] = r.uvarint()
+		}
+		k := r.count(2)
+		if k > maxFlowOps {
+			r.fail("%d opcodes in a flow, at most %d", k, maxFlowOps)
+			k = 0
+		}
+		for j := range k {
+			f.Ops.Op[j] = r.u8()
+			if f.Ops.N[j] = r.uvarint(); f.Ops.N[j] == 0 {
+				r.fail("opcode with no packets")
+			}
+		}
+		f.Ops.Other = r.uvarint()
+		if r.err != nil {
+			break
+		}
+		x.Flows = append(x.Flows, f)
+	}
+	for range r.count(17 + 17 + 14) {
+		x.CM = append(x.CM, CMMessage{Src: r.addr(), Dst: r.addr(), AttrID: r.u16(), LocalCommID: r.u32(), RemoteCommID: r.u32(), LocalQPN: r.u32()})
+	}
+	if r.err != nil {
+		return fmt.Errorf("metrics: state: %w", r.err)
+	}
+	cfg := Config{Seed: x.sketchConfig.Seed, DistinctBits: x.sketchConfig.DistinctBits, CMDepth: x.sketchConfig.CMDepth,
+		CMWidth: x.sketchConfig.CMWidth, TopKSize: x.sketchConfig.TopKSize}
+	fresh, err := newWindow(&cfg)
+	if err != nil {
+		return fmt.Errorf("metrics: state sketch configuration: %w: %w", err, ErrState)
+	}
+	x.Distinct, x.FlowBytes, x.FlowPackets, x.Top, x.ReadLatency, x.AckLatency =
+		fresh.Distinct, fresh.FlowBytes, fresh.FlowPackets, fresh.Top, fresh.ReadLatency, fresh.AckLatency
+	want := x.sketches()
+	if n := r.count(2); n != len(want) && r.err == nil {
+		r.fail("%d sketches, want %d", n, len(want))
+	}
+	for _, s := range want {
+		if name := r.string(); name != s.name && r.err == nil {
+			r.fail("sketch %q where %q belongs", name, s.name)
+		}
+		enc := r.bytes(r.count(1))
+		if r.err != nil {
+			break
+		}
+		if err := s.unmarshal(enc); err != nil {
+			r.fail("%s sketch: %v", s.name, err)
+		}
+	}
+	if r.err == nil && r.off != len(body) {
+		r.fail("%d trailing bytes", len(body)-r.off)
+	}
+	if r.err != nil {
+		return fmt.Errorf("metrics: state: %w", r.err)
+	}
+	*w = x
+	return nil
+}

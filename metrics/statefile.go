@@ -1,0 +1,139 @@
+package metrics
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// State files hold window states, each framed as a 4-byte big-endian
+// length and the state encoding (see [Window.AppendBinary]). A file written
+// with --state-out FILE holds every window of a run in order; with
+// --state-out DIR each window goes to DIR/<host>-<start ns>.rsstate, written
+// to a temporary name and renamed, so that a reader following the directory
+// never sees half a file.
+
+// StateExt is the extension of per-window state files.
+const StateExt = ".rsstate"
+
+// maxState bounds the length of one framed state (a window with tens of
+// millions of flows), so that a damaged length cannot make a reader
+// allocate without limit.
+const maxState = 1 << 31
+
+// StateWriter writes window states to a file or a directory.
+type StateWriter struct {
+	dir  string // per-window files, when set
+	f    *os.File
+	w    *bufio.Writer
+	host string
+	buf  []byte
+}
+
+// NewStateWriter writes states to path: into that directory when it is
+// one, else into the file path (created or truncated).
+func NewStateWriter(path string, cfg *Config) (*StateWriter, error) {
+	sw := &StateWriter{host: cfg.Host}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		sw.dir = path
+		return sw, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: state output: %w", err)
+	}
+	sw.f, sw.w = f, bufio.NewWriterSize(f, 1<<20)
+	return sw, nil
+}
+
+// Write writes the state of w.
+func (sw *StateWriter) Write(w *Window) error {
+	b, err := w.AppendBinary(append(sw.buf[:0], 0, 0, 0, 0))
+	if err != nil {
+		return err
+	}
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	sw.buf = b
+	if sw.dir == "" {
+		if _, err := sw.w.Write(b); err != nil {
+			return fmt.Errorf("metrics: write state: %w", err)
+		}
+		return nil
+	}
+	name := filepath.Join(sw.dir, fmt.Sprintf("%s-%d%s", safeName(sw.host), w.Start, StateExt))
+	tmp := name + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("metrics: write state: %w", err)
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		return fmt.Errorf("metrics: write state: %w", err)
+	}
+	return nil
+}
+
+// safeName makes a host name usable in a file name.
+func safeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == 0 || r == '-' {
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+// Close flushes and closes the state file.
+func (sw *StateWriter) Close() error {
+	if sw.f == nil {
+		return nil
+	}
+	err := errors.Join(sw.w.Flush(), sw.f.Close())
+	sw.f = nil
+	return err
+}
+
+// StateReader reads the window states of one state file in order.
+type StateReader struct {
+	name string
+	r    *bufio.Reader
+	off  int64
+	buf  bytes.Buffer
+}
+
+// NewStateReader reads states from r; name is used in errors.
+func NewStateReader(r io.Reader, name string) *StateReader {
+	return &StateReader{name: name, r: bufio.NewReaderSize(r, 1<<20)}
+}
+
+// Next decodes the next state into w. It returns io.EOF after the last one,
+// and an error naming the file and offset for a damaged one.
+func (sr *StateReader) Next(w *Window) error {
+	var hdr [4]byte
+	n, err := io.ReadFull(sr.r, hdr[:])
+	if err == io.EOF {
+		return io.EOF
+	}
+	if err != nil {
+		return fmt.Errorf("metrics: %s: state at offset %d: length cut after %d bytes: %w", sr.name, sr.off, n, ErrState)
+	}
+	size := binary.BigEndian.Uint32(hdr[:])
+	if size > maxState {
+		return fmt.Errorf("metrics: %s: state at offset %d: length %d is too large: %w", sr.name, sr.off, size, ErrState)
+	}
+	// Grow the buffer with the bytes that actually arrive, not with what a
+	// possibly damaged length announces.
+	sr.buf.Reset()
+	if n, err := io.CopyN(&sr.buf, sr.r, int64(size)); err != nil {
+		return fmt.Errorf("metrics: %s: state at offset %d: %d of %d bytes: %w", sr.name, sr.off, n, size, ErrState)
+	}
+	if err := w.UnmarshalBinary(sr.buf.Bytes()); err != nil {
+		return fmt.Errorf("metrics: %s: state at offset %d: %w", sr.name, sr.off, err)
+	}
+	sr.off += 4 + int64(size)
+	return nil
+}

@@ -1,0 +1,144 @@
+package metrics
+
+// table is the bounded per-worker QP table: an open-addressing index
+// (linear probing, power-of-two size, load ≤ 1/2) over a slab of entries.
+// Entries never move, so their slab positions stay valid across index
+// growth and can be kept in per-window activity lists. The index grows by
+// doubling up to what the capacity needs; the slab grows with use up to the
+// capacity, so memory follows the number of flows, bounded by the capacity.
+type table struct {
+	slots   []slot
+	mask    uint64
+	entries []entry
+	free    []int32 // slab positions of evicted entries, for reuse
+	max     int     // capacity in entries
+	used    int     // live entries
+	hand    int     // next slab position victim looks at
+}
+
+// slot is one index position: the slab position + 1 (0 = empty) and the high
+// half of the flow hash, to skip most key comparisons.
+type slot struct {
+	idx uint32
+	tag uint32
+}
+
+const initialSlots = 1 << 12
+
+// freeEntry marks the lastWin of a slab entry that holds no flow.
+const freeEntry = -1 << 63
+
+func newTable(capacity int) *table {
+	return &table{slots: make([]slot, initialSlots), mask: initialSlots - 1, max: capacity}
+}
+
+// lookup returns the slab position of key, or -1.
+func (t *table) lookup(key *FlowKey, h uint64) int32 {
+	tag := uint32(h >> 32)
+	for i := h & t.mask; ; i = (i + 1) & t.mask {
+		s := t.slots[i]
+		if s.idx == 0 {
+			return -1
+		}
+		if s.tag == tag && t.entries[s.idx-1].key == *key {
+			return int32(s.idx - 1)
+		}
+	}
+}
+
+// full reports whether the table holds its capacity.
+func (t *table) full() bool { return t.used >= t.max }
+
+// insert adds key, which must be absent, and returns its slab position with
+// the entry reset. The table must not be full.
+func (t *table) insert(key *FlowKey, h uint64) int32 {
+	if 2*(t.used+1) > len(t.slots) {
+		t.grow()
+	}
+	var idx int32
+	if n := len(t.free); n > 0 {
+		idx = t.free[n-1]
+		t.free = t.free[:n-1]
+	} else {
+		idx = int32(len(t.entries))
+		t.entries = append(t.entries, entry{})
+	}
+	t.entries[idx].init(*key, h)
+	t.place(uint32(idx), h)
+	t.used++
+	return idx
+}
+
+// place puts slab position idx into the index at the first free slot from
+// h's home.
+func (t *table) place(idx uint32, h uint64) {
+	i := h & t.mask
+	for t.slots[i].idx != 0 {
+		i = (i + 1) & t.mask
+	}
+	t.slots[i] = slot{idx: idx + 1, tag: uint32(h >> 32)}
+}
+
+// grow doubles the index and re-places every live entry.
+func (t *table) grow() {
+	old := t.slots
+	t.slots = make([]slot, 2*len(old))
+	t.mask = uint64(len(t.slots) - 1)
+	for _, s := range old {
+		if s.idx != 0 {
+			t.place(s.idx-1, t.entries[s.idx-1].hash)
+		}
+	}
+}
+
+// remove deletes the entry at slab position idx, with backward-shift
+// deletion so no tombstones are needed.
+func (t *table) remove(idx int32) {
+	h := t.entries[idx].hash
+	i := h & t.mask
+	for t.slots[i].idx != uint32(idx)+1 {
+		i = (i + 1) & t.mask
+	}
+	for {
+		t.slots[i] = slot{}
+		j := i
+		for {
+			j = (j + 1) & t.mask
+			s := t.slots[j]
+			if s.idx == 0 {
+				t.free = append(t.free, idx)
+				t.entries[idx].lastWin = freeEntry
+				t.used--
+				return
+			}
+			home := t.entries[s.idx-1].hash & t.mask
+			// Move s back into the hole at i unless its home lies
+			// cyclically in (i, j].
+			if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
+				t.slots[i] = s
+				i = j
+				break
+			}
+		}
+	}
+}
+
+// victim returns the slab position of an entry last active before window
+// oldest, or -1. It looks at a bounded number of entries from a clock hand
+// that moves on with each call, so that an insert into a full table stays
+// cheap and successive calls cover the whole slab.
+func (t *table) victim(oldest int64) int32 {
+	const probes = 64
+	n := len(t.entries)
+	for range min(probes, n) {
+		i := t.hand
+		t.hand++
+		if t.hand >= n {
+			t.hand = 0
+		}
+		if lw := t.entries[i].lastWin; lw != freeEntry && lw < oldest {
+			return int32(i)
+		}
+	}
+	return -1
+}

@@ -1,0 +1,93 @@
+package metrics
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/rocescope/rocescope/decode"
+)
+
+func testKey(i uint32) FlowKey {
+	return FlowKey{
+		Src: decode.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}),
+		Dst: decode.AddrFrom4([4]byte{10, 1, 0, byte(i % 7)}),
+		DQP: i,
+	}
+}
+
+// TestTableAgainstMap inserts, looks up and removes random keys and checks
+// every step against a Go map.
+func TestTableAgainstMap(t *testing.T) {
+	const capacity = 5000
+	tab := newTable(capacity)
+	want := make(map[FlowKey]int32)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for step := range 200000 {
+		k := testKey(uint32(rng.IntN(8000)))
+		h := k.hash(1)
+		got := tab.lookup(&k, h)
+		idx, ok := want[k]
+		if !ok && got != -1 || ok && got != idx {
+			t.Fatalf("step %d: lookup(%v) = %d, want %d (present %v)", step, k, got, idx, ok)
+		}
+		switch {
+		case ok && rng.IntN(3) == 0:
+			tab.remove(idx)
+			delete(want, k)
+		case !ok && !tab.full():
+			idx := tab.insert(&k, h)
+			if tab.entries[idx].key != k || tab.entries[idx].hash != h || tab.entries[idx].peer != -1 {
+				t.Fatalf("step %d: inserted entry %+v", step, tab.entries[idx])
+			}
+			want[k] = idx
+		case !ok && len(want) != capacity:
+			t.Fatalf("step %d: table full with %d of %d entries", step, len(want), capacity)
+		}
+		if tab.used != len(want) {
+			t.Fatalf("step %d: used %d, want %d", step, tab.used, len(want))
+		}
+	}
+	if 2*tab.used > len(tab.slots) {
+		t.Errorf("load %d/%d above one half", tab.used, len(tab.slots))
+	}
+	for k, idx := range want {
+		if got := tab.lookup(&k, k.hash(1)); got != idx {
+			t.Errorf("final lookup(%v) = %d, want %d", k, got, idx)
+		}
+	}
+}
+
+func TestTableVictim(t *testing.T) {
+	tab := newTable(4)
+	keys := []FlowKey{testKey(1), testKey(2), testKey(3), testKey(4)}
+	for i, k := range keys {
+		idx := tab.insert(&k, k.hash(1))
+		tab.entries[idx].lastWin = int64(10 + i)
+	}
+	if !tab.full() {
+		t.Fatal("table of capacity 4 with 4 entries is not full")
+	}
+	// Every entry was active in window 10 or later.
+	if v := tab.victim(10); v != -1 {
+		t.Errorf("victim with every entry active: %d, want -1", v)
+	}
+	// Only the entry idle since window 10 is older than window 11, and the
+	// clock hand finds it wherever it stands.
+	for range 2 * len(keys) {
+		if v := tab.victim(11); v < 0 || tab.entries[v].key != keys[0] {
+			t.Fatalf("victim before window 11 = %d, want the entry of %v", v, keys[0])
+		}
+	}
+	// Two idle entries: successive calls return both, in slab order.
+	seen := map[FlowKey]int{}
+	for range 4 {
+		v := tab.victim(12)
+		if v < 0 {
+			t.Fatal("victim before window 12 = -1")
+		}
+		seen[tab.entries[v].key]++
+	}
+	if seen[keys[0]] != 2 || seen[keys[1]] != 2 {
+		t.Errorf("victims before window 12: %v, want keys 1 and 2 twice each", seen)
+	}
+}

@@ -1,0 +1,153 @@
+package metrics
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/sketch"
+)
+
+// ErrMismatch is wrapped by Merge errors: windows of different start,
+// length or sketch configuration.
+var ErrMismatch = errors.New("windows do not match")
+
+// Window is the complete, mergeable state of one window: exact counters,
+// the exact records of the flows the QP tables held, and the sketches. The
+// engine builds one per worker and window and merges them into the host's
+// window; `rocescope merge` merges the windows of several hosts with the same
+// [Window.Merge]. A Window is not safe for concurrent use.
+type Window struct {
+	Start  int64    // window start, ns since the Unix epoch, a multiple of Length
+	Length int64    // window length, ns
+	Hosts  []string // hosts whose state is in this window, sorted, no duplicates
+
+	Counters Counters
+	Flows    []FlowRecord // exact flow records; canonical (sorted by key) after Normalize
+	CM       []CMMessage  // CM MADs seen, in arrival order per source
+
+	Distinct     *sketch.Distinct      // distinct flows
+	FlowBytes    *sketch.CountMin      // bytes per flow
+	FlowPackets  *sketch.CountMin      // packets per flow
+	Top          *sketch.TopK[FlowKey] // heavy hitters by bytes
+	ReadLatency  *sketch.Quantile      // READ request → first response, ns
+	AckLatency   *sketch.Quantile      // AckReq request → ACK, ns
+	sketchConfig sketchConfig
+}
+
+// CMMessage is what a connection management MAD tells about a connection:
+// a REQ carries the requester's QPN, a REP the responder's QPN and the REQ's
+// communication ID, which pairs them.
+type CMMessage struct {
+	Src, Dst     decode.Addr
+	AttrID       uint16
+	LocalCommID  uint32
+	RemoteCommID uint32
+	LocalQPN     uint32
+}
+
+// sketchConfig is what shapes the sketches; windows merge only when equal.
+type sketchConfig struct {
+	Seed         uint64
+	DistinctBits int
+	CMDepth      int
+	CMWidth      int
+	TopKSize     int
+}
+
+func (c *Config) sketchConfig() sketchConfig {
+	return sketchConfig{Seed: c.Seed, DistinctBits: c.DistinctBits, CMDepth: c.CMDepth, CMWidth: c.CMWidth, TopKSize: c.TopKSize}
+}
+
+// newWindow returns an empty window with sketches shaped by cfg.
+func newWindow(cfg *Config) (*Window, error) {
+	sc := cfg.sketchConfig()
+	w := &Window{sketchConfig: sc}
+	var err error
+	if w.Distinct, err = sketch.NewDistinct(sketch.DistinctConfig{Bits: sc.DistinctBits, Seed: sc.Seed}); err != nil {
+		return nil, fmt.Errorf("metrics: distinct sketch: %w", err)
+	}
+	cm := sketch.CountMinConfig{Depth: sc.CMDepth, Width: sc.CMWidth, Seed: sc.Seed}
+	if w.FlowBytes, err = sketch.NewCountMin(cm); err != nil {
+		return nil, fmt.Errorf("metrics: count-min sketch: %w", err)
+	}
+	if w.FlowPackets, err = sketch.NewCountMin(cm); err != nil {
+		return nil, fmt.Errorf("metrics: count-min sketch: %w", err)
+	}
+	if w.Top, err = sketch.NewTopK[FlowKey](sketch.TopKConfig{K: sc.TopKSize, Seed: sc.Seed}); err != nil {
+		return nil, fmt.Errorf("metrics: top-k sketch: %w", err)
+	}
+	if w.ReadLatency, err = sketch.NewQuantile(sketch.QuantileConfig{}); err != nil {
+		return nil, fmt.Errorf("metrics: quantile sketch: %w", err)
+	}
+	if w.AckLatency, err = sketch.NewQuantile(sketch.QuantileConfig{}); err != nil {
+		return nil, fmt.Errorf("metrics: quantile sketch: %w", err)
+	}
+	return w, nil
+}
+
+// index returns the window's index: its start divided by its length.
+func (w *Window) index() int64 { return w.Start / w.Length }
+
+// reset empties w for reuse as window start, keeping its memory.
+func (w *Window) reset(start, length int64) {
+	w.Start, w.Length = start, length
+	w.Hosts = w.Hosts[:0]
+	w.Counters = Counters{}
+	w.Flows = w.Flows[:0]
+	w.CM = w.CM[:0]
+	w.Distinct.Reset()
+	w.FlowBytes.Reset()
+	w.FlowPackets.Reset()
+	w.Top.Reset()
+	w.ReadLatency.Reset()
+	w.AckLatency.Reset()
+}
+
+// Merge adds o, the state of the same window from another worker or host,
+// to w. Both must have the same start, length and sketch configuration.
+// The flow list of w is left unnormalized; call Normalize before reading it.
+func (w *Window) Merge(o *Window) error {
+	if w.Start != o.Start || w.Length != o.Length {
+		return fmt.Errorf("metrics: merge window %d+%d with %d+%d: %w", w.Start, w.Length, o.Start, o.Length, ErrMismatch)
+	}
+	if w.sketchConfig != o.sketchConfig {
+		return fmt.Errorf("metrics: merge window %d: sketch configuration %+v differs from %+v: %w", w.Start, o.sketchConfig, w.sketchConfig, ErrMismatch)
+	}
+	for _, err := range []error{
+		w.Distinct.Merge(o.Distinct),
+		w.FlowBytes.Merge(o.FlowBytes),
+		w.FlowPackets.Merge(o.FlowPackets),
+		w.Top.Merge(o.Top),
+		w.ReadLatency.Merge(o.ReadLatency),
+		w.AckLatency.Merge(o.AckLatency),
+	} {
+		if err != nil {
+			return fmt.Errorf("metrics: merge window %d: %w", w.Start, err)
+		}
+	}
+	w.Counters.Add(&o.Counters)
+	w.Flows = append(w.Flows, o.Flows...)
+	w.CM = append(w.CM, o.CM...)
+	for _, h := range o.Hosts {
+		if i, found := slices.BinarySearch(w.Hosts, h); !found {
+			w.Hosts = slices.Insert(w.Hosts, i, h)
+		}
+	}
+	return nil
+}
+
+// Normalize puts the flow list and the CM messages in canonical order,
+// merging records of the same flow (a flow split across hosts by packet).
+func (w *Window) Normalize() {
+	w.Flows = normalizeFlows(w.Flows)
+	slices.SortFunc(w.CM, func(a, b CMMessage) int {
+		if c := compareKeys(FlowKey{Src: a.Src, Dst: a.Dst}, FlowKey{Src: b.Src, Dst: b.Dst}); c != 0 {
+			return c
+		}
+		return cmp.Or(cmp.Compare(a.AttrID, b.AttrID), cmp.Compare(a.LocalCommID, b.LocalCommID),
+			cmp.Compare(a.RemoteCommID, b.RemoteCommID), cmp.Compare(a.LocalQPN, b.LocalQPN))
+	})
+}
