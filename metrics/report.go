@@ -43,14 +43,14 @@ type FlowReport struct {
 
 // LatencySummary is a latency distribution in ns.
 type LatencySummary struct {
-	Count                   uint64
+	Count                    uint64
 	P50, P90, P99, P999, Max float64
 }
 
 // SketchError is the sketches' error measured against the exact records.
 type SketchError struct {
-	FlowsRelErr       float64 // |estimate − exact| / exact distinct flows
-	CountMinARE       float64 // average relative error of Count-Min byte estimates over all flows
+	FlowsRelErr        float64 // |estimate − exact| / exact distinct flows
+	CountMinARE        float64 // average relative error of Count-Min byte estimates over all flows
 	TopRecall, TopPrec float64 // top-k sketch vs the exact top list of the report's length
 }
 
