@@ -280,6 +280,10 @@ func (r *stateReader) addr() decode.Addr {
 // gets sketches of the state's configuration. It checks the magic, the
 // version and the checksum before anything else, and rejects trailing
 // bytes. On error w is left unchanged.
+// UnmarshalBinary decodes a state written by [Window.AppendBinary] into w.
+// It checks the magic, version and checksum, bounds every count by the bytes
+// left, rejects unknown counters and trailing bytes, and on any error
+// returns one wrapping [ErrState] and leaves w unchanged.
 func (w *Window) UnmarshalBinary(data []byte) error {
 	const minLen = len(stateMagic) + 1 + 4
 	if len(data) < minLen {
