@@ -1,0 +1,253 @@
+package afxdp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/rocescope/rocescope/capture"
+)
+
+// Bind retries: a queue stays busy for a moment after a previous socket on
+// it was closed.
+const (
+	bindAttempts = 5
+	bindBackoff  = 20 * time.Millisecond
+)
+
+// Group is the XDP program attached to one interface and the sockets of the
+// captured queues. Close it to detach the program.
+type Group struct {
+	iface    string
+	objs     objects
+	link     link.Link
+	sockets  []*Socket
+	mode     string // "driver" or "generic"
+	zeroCopy bool
+	notes    []string // why a faster mode was not used
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open attaches the XDP program to iface and opens one socket per queue.
+// cfg may be nil for the defaults. It must run in the network namespace of
+// iface; the sockets may be read from any thread afterwards. On error
+// everything made so far is released.
+func Open(iface string, cfg *Config) (_ *Group, err error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ifi, err := net.InterfaceByName(iface)
+	if err != nil {
+		return nil, fmt.Errorf("afxdp: interface %q does not exist in this network namespace: %w", iface, err)
+	}
+	if len(c.Queues) == 0 {
+		c.Queues = sysfsQueues(iface)
+	}
+	g := &Group{iface: iface}
+	defer func() {
+		if err != nil {
+			_ = g.Close()
+		}
+	}()
+	spec := collectionSpec(c.All, uint32(slices.Max(c.Queues)+1))
+	if err = spec.LoadAndAssign(&g.objs, nil); err != nil {
+		return nil, g.errorf("load XDP program", err)
+	}
+	if err = g.attach(ifi.Index, c.Mode); err != nil {
+		return nil, err
+	}
+	for _, q := range c.Queues {
+		s, err := g.bind(ifi.Index, q, &c)
+		if err != nil {
+			return nil, err
+		}
+		g.sockets = append(g.sockets, s)
+		g.zeroCopy = s.zeroCopy
+		if err := g.objs.XSKs.Put(uint32(q), uint32(s.fd)); err != nil {
+			return nil, g.errorf(fmt.Sprintf("queue %d: insert socket in XSKMAP", q), err)
+		}
+	}
+	return g, nil
+}
+
+// errorf wraps err with what failed on the group's interface, and says
+// what is missing when the kernel refused for want of privilege.
+func (g *Group) errorf(what string, err error) error {
+	if errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("afxdp: %s: %s: needs root, or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF: %w", g.iface, what, err)
+	}
+	return fmt.Errorf("afxdp: %s: %s: %w", g.iface, what, err)
+}
+
+// attach links the program to the interface in the requested mode.
+func (g *Group) attach(ifindex int, mode string) error {
+	var err error
+	if mode != "generic" {
+		g.link, err = link.AttachXDP(link.XDPOptions{Program: g.objs.Program, Interface: ifindex, Flags: link.XDPDriverMode})
+		if err == nil {
+			g.mode = "driver"
+			return nil
+		}
+		if mode == "driver" || errors.Is(err, unix.EPERM) {
+			return g.errorf("attach XDP program in driver mode", err)
+		}
+		g.notes = append(g.notes, fmt.Sprintf("driver mode refused: %v", err))
+	}
+	g.link, err = link.AttachXDP(link.XDPOptions{Program: g.objs.Program, Interface: ifindex, Flags: link.XDPGenericMode})
+	if err != nil {
+		return g.errorf("attach XDP program in generic mode", err)
+	}
+	g.mode = "generic"
+	return nil
+}
+
+// bind opens the socket of one queue: zero-copy first when allowed, copy
+// when the driver refuses, retrying while the queue is busy.
+func (g *Group) bind(ifindex, queue int, c *Config) (*Socket, error) {
+	zeroCopy := c.ZeroCopy
+	if zeroCopy == "auto" && g.mode == "generic" {
+		zeroCopy = "off"
+		g.noteOnce("zero-copy not tried: generic mode copies anyway")
+	}
+	if zeroCopy != "off" {
+		s, err := bindRetry(ifindex, queue, c, unix.XDP_ZEROCOPY)
+		if err == nil {
+			return s, nil
+		}
+		if zeroCopy == "on" || errors.Is(err, unix.EPERM) {
+			return nil, g.errorf(fmt.Sprintf("queue %d: zero-copy socket", queue), err)
+		}
+		g.noteOnce(fmt.Sprintf("zero-copy refused: %v", err))
+	}
+	s, err := bindRetry(ifindex, queue, c, unix.XDP_COPY)
+	if err != nil {
+		return nil, g.errorf(fmt.Sprintf("queue %d: copy-mode socket", queue), err)
+	}
+	return s, nil
+}
+
+// bindRetry makes the socket again while bind says the queue is busy.
+func bindRetry(ifindex, queue int, c *Config, flags uint16) (*Socket, error) {
+	for i := 1; ; i++ {
+		s, err := newSocket(ifindex, queue, c, flags)
+		if err == nil || !errors.Is(err, unix.EBUSY) || i == bindAttempts {
+			return s, err
+		}
+		time.Sleep(bindBackoff)
+	}
+}
+
+// noteOnce records a note unless it is already there (one per queue would
+// repeat it).
+func (g *Group) noteOnce(note string) {
+	if !slices.Contains(g.notes, note) {
+		g.notes = append(g.notes, note)
+	}
+}
+
+// sysfsQueues lists the receive queues of iface in sysfs, or queue 0 when
+// sysfs does not list any.
+func sysfsQueues(iface string) []int {
+	names, _ := filepath.Glob(filepath.Join("/sys/class/net", iface, "queues", "rx-*"))
+	var queues []int
+	for _, name := range names {
+		if q, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(name), "rx-")); err == nil && q >= 0 && q <= 0xffff {
+			queues = append(queues, q)
+		}
+	}
+	if len(queues) == 0 {
+		return []int{0}
+	}
+	slices.Sort(queues)
+	return queues
+}
+
+// Sources returns one capture.Source per queue, in the order of
+// Config.Queues. Each is a *Socket.
+func (g *Group) Sources() []capture.Source {
+	srcs := make([]capture.Source, len(g.sockets))
+	for i, s := range g.sockets {
+		srcs[i] = s
+	}
+	return srcs
+}
+
+// Sockets returns the sockets, one per queue, in the order of
+// Config.Queues.
+func (g *Group) Sockets() []*Socket { return slices.Clone(g.sockets) }
+
+// Mode returns how the program is attached: "driver" or "generic".
+func (g *Group) Mode() string { return g.mode }
+
+// Describe says how the group captures, for example "AF_XDP, 1 queue,
+// generic mode, copy", followed by why faster modes were not used.
+func (g *Group) Describe() string {
+	var b strings.Builder
+	b.WriteString("AF_XDP, ")
+	b.WriteString(strconv.Itoa(len(g.sockets)))
+	if len(g.sockets) == 1 {
+		b.WriteString(" queue, ")
+	} else {
+		b.WriteString(" queues, ")
+	}
+	b.WriteString(g.mode)
+	if g.zeroCopy {
+		b.WriteString(" mode, zero-copy")
+	} else {
+		b.WriteString(" mode, copy")
+	}
+	if len(g.notes) > 0 {
+		b.WriteString(" (")
+		b.WriteString(strings.Join(g.notes, "; "))
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+// Counters sums the XDP program's counters over all CPUs.
+func (g *Group) Counters() (Counters, error) {
+	var got [numCounters]uint64
+	for i := range got {
+		var perCPU []uint64
+		if err := g.objs.Counters.Lookup(uint32(i), &perCPU); err != nil {
+			return Counters{}, fmt.Errorf("afxdp: %s: read counter %d: %w", g.iface, i, err)
+		}
+		for _, v := range perCPU {
+			got[i] += v
+		}
+	}
+	return Counters{Redirected: got[counterRedirected], NoSocket: got[counterNoSocket], Passed: got[counterPassed]}, nil
+}
+
+// Close closes the sockets, detaches the program and closes the maps. It
+// is idempotent; later calls return the first call's result.
+func (g *Group) Close() error {
+	g.closeOnce.Do(func() {
+		var errs []error
+		for _, s := range g.sockets {
+			errs = append(errs, s.Close())
+		}
+		if g.link != nil {
+			if err := g.link.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("afxdp: %s: detach XDP program: %w", g.iface, err))
+			}
+		}
+		if err := g.objs.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("afxdp: %s: close program and maps: %w", g.iface, err))
+		}
+		g.closeErr = errors.Join(errs...)
+	})
+	return g.closeErr
+}

@@ -1,0 +1,52 @@
+// Package afxdp captures RoCE traffic live from a network interface over
+// AF_XDP sockets, one per receive queue.
+//
+// [Open] loads a small XDP program, assembled in Go with
+// github.com/cilium/ebpf/asm (no C compiler, no pre-built object), attaches
+// it to the interface and binds one AF_XDP socket per queue. The program
+// redirects to the sockets only the frames rocescope analyzes and passes
+// everything else to the kernel stack, so the host keeps working normally:
+//
+//   - RoCEv2: IPv4 (any header length, first fragments only) or IPv6 with
+//     UDP destination port 4791. For IPv6 only a UDP header that directly
+//     follows the fixed 40-byte header is recognized; extension headers are
+//     not walked.
+//   - RoCEv1: EtherType 0x8915.
+//   - GRE (IP protocol 47 over IPv4 or IPv6), which carries ERSPAN and plain
+//     GRE mirror traffic.
+//   - PFC and 802.3x pause: EtherType 0x8808.
+//
+// Up to two VLAN tags (0x8100 or 0x88a8, in any order) are skipped before
+// the EtherType is examined; a frame with a third tag is passed. With
+// [Config.All] every frame is redirected.
+//
+// The program redirects with bpf_redirect_map(xsks_map, rx_queue_index,
+// XDP_PASS): a frame that arrives on a queue without a socket is passed to
+// the kernel instead of dropped. A per-CPU array counts frames redirected,
+// matched on a queue without a socket, and passed ([Group.Counters]).
+//
+// # Sources
+//
+// Each socket is a capture.Source ([Socket]). Next lends frames that point
+// into the socket's UMEM: they stay valid until the next call to Next or
+// Close, which hands the buffers back to the kernel's fill ring in one batch.
+// AF_XDP carries no per-packet timestamp, so every frame of a batch gets
+// the same Time, one clock reading taken when Next found the frames.
+// Frame.Port is the queue index and Frame.Link is Ethernet.
+//
+// A Socket is owned by one goroutine. Stats may be called from any
+// goroutine; Close may too, and makes a Next that waits in poll return
+// os.ErrClosed at once.
+//
+// # Modes
+//
+// The program is attached through a BPF link in driver (native) mode when
+// the driver supports it, in generic (skb) mode otherwise; sockets are bound
+// in zero-copy mode when the driver supports it, in copy mode otherwise.
+// [Group.Describe] tells which were used and why the faster one was not.
+// On veth, driver mode works and zero-copy does not (copy mode is used).
+//
+// Opening needs root, or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF
+// (CAP_IPC_LOCK too if the memlock limit is lower than the UMEM). On other systems than Linux
+// [Open] returns [ErrUnsupported].
+package afxdp

@@ -1,0 +1,254 @@
+package afxdp
+
+import (
+	"errors"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+)
+
+// Names of the program and its maps in the collection.
+const (
+	programName     = "rocescope_xdp"
+	xsksMapName     = "xsks_map"
+	countersMapName = "counters"
+)
+
+// Indices of the counters map, a per-CPU array of uint64.
+const (
+	counterRedirected = iota // redirected to a socket
+	counterNoSocket          // matched, but no socket on the queue: passed
+	counterPassed            // not matched: passed
+	numCounters
+)
+
+// XDP actions (enum xdp_action).
+const (
+	xdpPass     = 2
+	xdpRedirect = 4
+)
+
+// Offsets of the fields of struct xdp_md, the program's context.
+const (
+	xdpMDData         = 0
+	xdpMDDataEnd      = 4
+	xdpMDRxQueueIndex = 16
+)
+
+// Header facts the program matches on.
+const (
+	etherTypeVLAN   = 0x8100
+	etherTypeQinQ   = 0x88a8
+	etherTypeIPv4   = 0x0800
+	etherTypeIPv6   = 0x86dd
+	etherTypeRoCEv1 = 0x8915
+	etherTypePause  = 0x8808 // MAC control: 802.3x pause and PFC
+	protoGRE        = 47
+	protoUDP        = 17
+	portRoCEv2      = 4791
+)
+
+// license is the program's license string. The program calls no GPL-only
+// helper; the kernel requires some string and accepts any.
+const license = "Dual MIT/GPL"
+
+// Labels of jump targets.
+const (
+	labelL3       = "l3"
+	labelIPv6     = "ipv6"
+	labelPass     = "pass"
+	labelRedirect = "redirect"
+	labelCount    = "count"
+	labelReturn   = "return"
+)
+
+// Register use: R6 holds the context, R7 is the cursor (it points at the
+// EtherType field in effect, so the next header starts at R7+2), R8 is
+// data_end and R9 the verdict. R2 and R3 are scratch.
+
+// program returns the XDP program. With all set it redirects every frame;
+// otherwise it redirects RoCEv2, RoCEv1, GRE and PFC/pause frames as the
+// package documentation describes and passes the rest.
+func program(all bool) asm.Instructions {
+	insns := asm.Instructions{asm.Mov.Reg(asm.R6, asm.R1)}
+	if !all {
+		insns = append(insns, classify()...)
+		insns = append(insns, vlanTag("tag1")...)
+		insns = append(insns, vlanTag("tag2")...)
+		insns = append(insns, network()...)
+		insns = append(insns,
+			asm.StoreImm(asm.R10, -4, counterPassed, asm.Word).WithSymbol(labelPass),
+			asm.Mov.Imm(asm.R9, xdpPass),
+			asm.Ja.Label(labelCount),
+		)
+	}
+	return append(insns, redirectAndCount()...)
+}
+
+// ensure emits a check that n bytes from the cursor are inside the packet
+// and a jump to pass when they are not.
+func ensure(n int32) asm.Instructions {
+	return asm.Instructions{
+		asm.Mov.Reg(asm.R3, asm.R7),
+		asm.Add.Imm(asm.R3, n),
+		asm.JGT.Reg(asm.R3, asm.R8, labelPass),
+	}
+}
+
+// loadBE16 loads the big-endian 16-bit field at the cursor plus off into dst
+// in host order.
+func loadBE16(dst asm.Register, off int16) asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMem(dst, asm.R7, off, asm.Half),
+		asm.HostTo(asm.BE, dst, asm.Half),
+	}
+}
+
+// classify loads data and data_end, checks the Ethernet header and leaves
+// the EtherType in R2 with the cursor on it.
+func classify() asm.Instructions {
+	insns := asm.Instructions{
+		asm.LoadMem(asm.R7, asm.R6, xdpMDData, asm.Word),
+		asm.LoadMem(asm.R8, asm.R6, xdpMDDataEnd, asm.Word),
+	}
+	insns = append(insns, ensure(14)...)
+	insns = append(insns, asm.Add.Imm(asm.R7, 12))
+	return append(insns, loadBE16(asm.R2, 0)...)
+}
+
+// vlanTag skips one VLAN tag when the EtherType in R2 is 0x8100 or 0x88a8,
+// leaving the inner EtherType in R2.
+func vlanTag(label string) asm.Instructions {
+	insns := asm.Instructions{
+		asm.JEq.Imm(asm.R2, etherTypeVLAN, label),
+		asm.JNE.Imm(asm.R2, etherTypeQinQ, labelL3),
+	}
+	tag := ensure(6) // EtherType, TCI, inner EtherType
+	tag[0] = tag[0].WithSymbol(label)
+	insns = append(insns, tag...)
+	insns = append(insns, loadBE16(asm.R2, 4)...)
+	return append(insns, asm.Add.Imm(asm.R7, 4))
+}
+
+// network matches on the EtherType in R2, then on the IPv4 or IPv6 header
+// and the UDP destination port.
+func network() asm.Instructions {
+	insns := asm.Instructions{
+		asm.JEq.Imm(asm.R2, etherTypeRoCEv1, labelRedirect).WithSymbol(labelL3),
+		asm.JEq.Imm(asm.R2, etherTypePause, labelRedirect),
+		asm.JEq.Imm(asm.R2, etherTypeIPv6, labelIPv6),
+		asm.JNE.Imm(asm.R2, etherTypeIPv4, labelPass),
+	}
+	// IPv4: the header starts at R7+2; 20 bytes at least.
+	insns = append(insns, ensure(2+20)...)
+	insns = append(insns,
+		asm.LoadMem(asm.R2, asm.R7, 2+9, asm.Byte), // protocol
+		asm.JEq.Imm(asm.R2, protoGRE, labelRedirect),
+		asm.JNE.Imm(asm.R2, protoUDP, labelPass),
+	)
+	// A fragment other than the first carries no UDP header.
+	insns = append(insns, loadBE16(asm.R2, 2+6)...)
+	insns = append(insns,
+		asm.And.Imm(asm.R2, 0x1fff),
+		asm.JNE.Imm(asm.R2, 0, labelPass),
+		asm.LoadMem(asm.R3, asm.R7, 2, asm.Byte), // version and IHL
+		asm.And.Imm(asm.R3, 0x0f),
+		asm.LSh.Imm(asm.R3, 2),
+		asm.JLT.Imm(asm.R3, 20, labelPass),
+		asm.Add.Reg(asm.R7, asm.R3), // the UDP header starts at R7+2
+	)
+	insns = append(insns, udpPort()...)
+	// IPv6: fixed 40-byte header, UDP right after it.
+	ipv6 := ensure(2 + 40 + 4)
+	ipv6[0] = ipv6[0].WithSymbol(labelIPv6)
+	insns = append(insns, ipv6...)
+	insns = append(insns,
+		asm.LoadMem(asm.R2, asm.R7, 2+6, asm.Byte), // next header
+		asm.JEq.Imm(asm.R2, protoGRE, labelRedirect),
+		asm.JNE.Imm(asm.R2, protoUDP, labelPass),
+		asm.Add.Imm(asm.R7, 40),
+	)
+	return append(insns, udpPort()...)
+}
+
+// udpPort checks the UDP destination port of the header at R7+2 and
+// jumps to redirect or pass.
+func udpPort() asm.Instructions {
+	insns := ensure(2 + 4)
+	insns = append(insns, loadBE16(asm.R2, 2+2)...)
+	return append(insns,
+		asm.JEq.Imm(asm.R2, portRoCEv2, labelRedirect),
+		asm.Ja.Label(labelPass),
+	)
+}
+
+// redirectAndCount redirects to the socket of the receive queue, falling
+// back to XDP_PASS, then counts the verdict: the counter index is stored at
+// R10-4 and the verdict in R9 by every path into count.
+func redirectAndCount() asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMem(asm.R2, asm.R6, xdpMDRxQueueIndex, asm.Word).WithSymbol(labelRedirect),
+		asm.LoadMapPtr(asm.R1, 0).WithReference(xsksMapName),
+		asm.Mov.Imm(asm.R3, xdpPass),
+		asm.FnRedirectMap.Call(),
+		asm.Mov.Reg(asm.R9, asm.R0),
+		asm.StoreImm(asm.R10, -4, counterRedirected, asm.Word),
+		asm.JEq.Imm(asm.R0, xdpRedirect, labelCount),
+		asm.StoreImm(asm.R10, -4, counterNoSocket, asm.Word),
+
+		asm.Mov.Reg(asm.R2, asm.R10).WithSymbol(labelCount),
+		asm.Add.Imm(asm.R2, -4),
+		asm.LoadMapPtr(asm.R1, 0).WithReference(countersMapName),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, labelReturn),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+		asm.Add.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
+
+		asm.Mov.Reg(asm.R0, asm.R9).WithSymbol(labelReturn),
+		asm.Return(),
+	}
+}
+
+// collectionSpec describes the program and its maps. The XSKMAP has one
+// entry per queue index up to the highest queue captured.
+func collectionSpec(all bool, xskEntries uint32) *ebpf.CollectionSpec {
+	return &ebpf.CollectionSpec{
+		Maps: map[string]*ebpf.MapSpec{
+			xsksMapName: {
+				Name:       xsksMapName,
+				Type:       ebpf.XSKMap,
+				KeySize:    4,
+				ValueSize:  4,
+				MaxEntries: xskEntries,
+			},
+			countersMapName: {
+				Name:       countersMapName,
+				Type:       ebpf.PerCPUArray,
+				KeySize:    4,
+				ValueSize:  8,
+				MaxEntries: numCounters,
+			},
+		},
+		Programs: map[string]*ebpf.ProgramSpec{
+			programName: {
+				Name:         programName,
+				Type:         ebpf.XDP,
+				Instructions: program(all),
+				License:      license,
+			},
+		},
+	}
+}
+
+// objects are the loaded program and maps.
+type objects struct {
+	Program  *ebpf.Program `ebpf:"rocescope_xdp"`
+	XSKs     *ebpf.Map     `ebpf:"xsks_map"`
+	Counters *ebpf.Map     `ebpf:"counters"`
+}
+
+// Close closes the program and the maps; fields may be nil.
+func (o *objects) Close() error {
+	return errors.Join(o.Program.Close(), o.XSKs.Close(), o.Counters.Close())
+}

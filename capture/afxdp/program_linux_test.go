@@ -1,0 +1,208 @@
+package afxdp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+)
+
+// Frame pieces, written byte by byte.
+
+var macs = []byte{
+	0x02, 0, 0, 0, 0, 0x02, // destination
+	0x02, 0, 0, 0, 0, 0x01, // source
+}
+
+func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+
+func be16(v uint16) []byte { return binary.BigEndian.AppendUint16(nil, v) }
+
+// tag is a VLAN tag with TPID tpid and VLAN ID 100.
+func tag(tpid uint16) []byte { return cat(be16(tpid), []byte{0x00, 0x64}) }
+
+// ipv4Hdr is an IPv4 header with IHL ihl (options zero), protocol proto and
+// fragment field frag; the checksum is left zero (XDP does not check it).
+func ipv4Hdr(ihl int, proto byte, frag uint16) []byte {
+	h := []byte{
+		byte(0x40 | ihl), 0x02, 0x00, 0x40, // version, IHL, ECN ECT(0), total length 64
+		0x12, 0x34, byte(frag >> 8), byte(frag), // ID, flags and fragment offset
+		64, proto, 0, 0, // TTL, protocol, checksum
+		10, 0, 0, 1, 10, 0, 0, 2,
+	}
+	if ihl > 5 {
+		h = append(h, make([]byte, 4*(ihl-5))...)
+	}
+	return h
+}
+
+func ipv6Hdr(next byte) []byte {
+	h := []byte{0x60, 0, 0, 0, 0x00, 0x18, next, 64}
+	h = append(h, 0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1)
+	return append(h, 0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2)
+}
+
+func udpHdr(sport, dport uint16) []byte { return cat(be16(sport), be16(dport), be16(8+12), []byte{0, 0}) }
+
+// bth is a BTH of an RC SEND Only to QP 0x000012, PSN 1.
+var bth = []byte{0x04, 0x40, 0xff, 0xff, 0x00, 0x00, 0x00, 0x12, 0x00, 0x00, 0x00, 0x01}
+
+var (
+	roceV4 = cat(macs, be16(0x0800), ipv4Hdr(5, 17, 0x4000), udpHdr(49152, 4791), bth)
+	roceV6 = cat(macs, be16(0x86dd), ipv6Hdr(17), udpHdr(49152, 4791), bth)
+	// Options whose bytes read as UDP port 4791 where a 20-byte header
+	// would end; the real UDP header behind them goes to port 53.
+	optionsLikeRoCE = func() []byte {
+		f := cat(macs, be16(0x0800), ipv4Hdr(6, 17, 0), udpHdr(1024, 53), bth)
+		copy(f[14+20:], []byte{0x00, 0x00, 0x12, 0xb7})
+		return f
+	}()
+	// A later fragment: its first payload bytes look like UDP to 4791.
+	laterFragment = cat(macs, be16(0x0800), ipv4Hdr(5, 17, 0x00b9), udpHdr(49152, 4791), bth)
+	arp           = cat(
+		[]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 0x01}, be16(0x0806),
+		[]byte{0, 1, 8, 0, 6, 4, 0, 1, 0x02, 0, 0, 0, 0, 0x01, 10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 0, 0, 2},
+	)
+	pfc = cat([]byte{0x01, 0x80, 0xc2, 0, 0, 0x01, 0x02, 0, 0, 0, 0, 0x01}, be16(0x8808),
+		[]byte{0x01, 0x01, 0x00, 0x08, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0})
+)
+
+// classifyCases are frames and the counter the program must bump for them
+// when no socket is bound: counterNoSocket for frames it redirects (the map
+// lookup misses and XDP_PASS is the fallback), counterPassed for the rest.
+var classifyCases = []struct {
+	name  string
+	frame []byte
+	want  int
+}{
+	{"RoCEv2 IPv4", roceV4, counterNoSocket},
+	{"RoCEv2 IPv4 with options", cat(macs, be16(0x0800), ipv4Hdr(7, 17, 0), udpHdr(1, 4791), bth), counterNoSocket},
+	{"RoCEv2 IPv6", roceV6, counterNoSocket},
+	{"RoCEv2 IPv4 802.1Q", cat(macs, tag(0x8100), be16(0x0800), ipv4Hdr(5, 17, 0), udpHdr(1, 4791), bth), counterNoSocket},
+	{"RoCEv2 IPv6 802.1Q", cat(macs, tag(0x8100), be16(0x86dd), ipv6Hdr(17), udpHdr(1, 4791), bth), counterNoSocket},
+	{"RoCEv2 IPv4 QinQ", cat(macs, tag(0x88a8), tag(0x8100), be16(0x0800), ipv4Hdr(5, 17, 0), udpHdr(1, 4791), bth), counterNoSocket},
+	{"RoCEv2 IPv4 first fragment", cat(macs, be16(0x0800), ipv4Hdr(5, 17, 0x2000), udpHdr(1, 4791), bth), counterNoSocket},
+	{"RoCEv1", cat(macs, be16(0x8915), make([]byte, 40), bth), counterNoSocket},
+	{"RoCEv1 802.1Q", cat(macs, tag(0x8100), be16(0x8915), make([]byte, 40), bth), counterNoSocket},
+	{"GRE over IPv4", cat(macs, be16(0x0800), ipv4Hdr(5, 47, 0), []byte{0x10, 0x00, 0x88, 0xbe}, roceV4), counterNoSocket},
+	{"GRE over IPv6", cat(macs, be16(0x86dd), ipv6Hdr(47), []byte{0x00, 0x00, 0x65, 0x58}, roceV4), counterNoSocket},
+	{"GRE over IPv4 QinQ", cat(macs, tag(0x88a8), tag(0x8100), be16(0x0800), ipv4Hdr(5, 47, 0), []byte{0, 0, 0x65, 0x58}), counterNoSocket},
+	{"PFC", pfc, counterNoSocket},
+	{"802.3x pause minimum header", cat(macs, be16(0x8808)), counterNoSocket},
+
+	{"ARP", arp, counterPassed},
+	{"TCP to 4791", cat(macs, be16(0x0800), ipv4Hdr(5, 6, 0), udpHdr(1, 4791), bth), counterPassed},
+	{"UDP to 53", cat(macs, be16(0x0800), ipv4Hdr(5, 17, 0), udpHdr(4791, 53), bth), counterPassed},
+	{"UDP IPv6 to 53", cat(macs, be16(0x86dd), ipv6Hdr(17), udpHdr(4791, 53), bth), counterPassed},
+	{"IPv6 hop-by-hop then UDP 4791", cat(macs, be16(0x86dd), ipv6Hdr(0), []byte{17, 0, 0, 0, 0, 0, 0, 0}, udpHdr(1, 4791), bth), counterPassed},
+	{"IPv4 options read as a header", optionsLikeRoCE, counterPassed},
+	{"IPv4 later fragment", laterFragment, counterPassed},
+	// IHL 4 is invalid; read as given, the UDP port would be the last two
+	// bytes of the destination address, 10.0.18.183: 0x12b7 = 4791.
+	{"IPv4 IHL 4", cat(macs, be16(0x0800), func() []byte {
+		h := ipv4Hdr(5, 17, 0)
+		h[0], h[18], h[19] = 0x44, 0x12, 0xb7
+		return h
+	}(), udpHdr(1, 4791), bth), counterPassed},
+	{"three VLAN tags", cat(macs, tag(0x8100), tag(0x8100), tag(0x8100), be16(0x0800), ipv4Hdr(5, 17, 0), udpHdr(1, 4791), bth), counterPassed},
+	{"IPv4 minimum Ethernet header", cat(macs, be16(0x0800)), counterPassed},
+	{"truncated in the VLAN tag", cat(macs, be16(0x8100), []byte{0x00, 0x64, 0x08}), counterPassed},
+	{"truncated in the IPv4 header", roceV4[:14+19], counterPassed},
+	{"truncated in the UDP header", roceV4[:14+20+3], counterPassed},
+	{"truncated in the IPv4 options", optionsLikeRoCE[:14+20+3], counterPassed},
+	{"truncated in the IPv6 header", roceV6[:14+39], counterPassed},
+	{"truncated in the IPv6 UDP header", roceV6[:14+40+3], counterPassed},
+	{"RoCEv2 IPv4 ending after the port", roceV4[:14+20+4], counterNoSocket},
+	{"RoCEv2 IPv6 ending after the port", roceV6[:14+40+4], counterNoSocket},
+}
+
+func TestProgramAssembles(t *testing.T) {
+	for _, all := range []bool{false, true} {
+		insns := program(all)
+		var buf bytes.Buffer
+		if err := insns.Marshal(&buf, binary.LittleEndian); err != nil {
+			t.Fatalf("program(all=%v).Marshal: %v\n%v", all, err, insns)
+		}
+		if buf.Len()%asm.InstructionSize != 0 || buf.Len() == 0 {
+			t.Errorf("program(all=%v) is %d bytes, not a whole number of instructions", all, buf.Len())
+		}
+		if n := len(insns); n > 4096 {
+			t.Errorf("program(all=%v) has %d instructions", all, n)
+		}
+	}
+	// All mode has no parser: it must be the redirect-and-count tail alone.
+	if got, want := len(program(true)), 1+len(redirectAndCount()); got != want {
+		t.Errorf("program(all=true) has %d instructions, want %d", got, want)
+	}
+}
+
+// loadForTest loads the program with an empty XSKMAP, or skips.
+func loadForTest(t *testing.T, all bool) *objects {
+	t.Helper()
+	if os.Getenv("ROCESCOPE_LIVE") != "1" || os.Geteuid() != 0 {
+		t.Skip("live test: loads a BPF program; set ROCESCOPE_LIVE=1 and run as root")
+	}
+	var objs objects
+	if err := collectionSpec(all, 4).LoadAndAssign(&objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			t.Fatalf("load: %+v", ve)
+		}
+		t.Fatalf("load: %v", err)
+	}
+	t.Cleanup(func() { objs.Close() })
+	return &objs
+}
+
+// counters reads the per-CPU counters summed over CPUs.
+func readCounters(t *testing.T, m *ebpf.Map) [numCounters]uint64 {
+	t.Helper()
+	var got [numCounters]uint64
+	for i := range got {
+		var perCPU []uint64
+		if err := m.Lookup(uint32(i), &perCPU); err != nil {
+			t.Fatalf("lookup counter %d: %v", i, err)
+		}
+		for _, v := range perCPU {
+			got[i] += v
+		}
+	}
+	return got
+}
+
+// TestProgramClassifyLive runs the program in the kernel
+// (BPF_PROG_TEST_RUN) on hand-made frames and checks which counter each
+// frame moved. Without a socket in the map every verdict is XDP_PASS.
+func TestProgramClassifyLive(t *testing.T) {
+	for _, all := range []bool{false, true} {
+		objs := loadForTest(t, all)
+		for _, c := range classifyCases {
+			want := c.want
+			if all {
+				want = counterNoSocket
+			}
+			before := readCounters(t, objs.Counters)
+			ret, err := objs.Program.Run(&ebpf.RunOptions{Data: c.frame})
+			if err != nil {
+				t.Fatalf("all=%v %s: run: %v", all, c.name, err)
+			}
+			if ret != xdpPass {
+				t.Errorf("all=%v %s: verdict %d, want XDP_PASS (%d)", all, c.name, ret, xdpPass)
+			}
+			after := readCounters(t, objs.Counters)
+			for i := range after {
+				d, w := after[i]-before[i], uint64(0)
+				if i == want {
+					w = 1
+				}
+				if d != w {
+					t.Errorf("all=%v %s: counter %d moved by %d, want %d", all, c.name, i, d, w)
+				}
+			}
+		}
+	}
+}
