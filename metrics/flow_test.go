@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"testing"
@@ -99,6 +100,25 @@ func TestFloorDiv(t *testing.T) {
 	for _, c := range []struct{ a, b, want int64 }{{7, 2, 3}, {-7, 2, -4}, {-8, 2, -4}, {0, 5, 0}, {-1, 1000, -1}} {
 		if got := floorDiv(c.a, c.b); got != c.want {
 			t.Errorf("floorDiv(%d, %d) = %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+// TestCompareKeysIsBinaryOrder checks the in-place comparison against the
+// order of the binary forms it stands for.
+func TestCompareKeysIsBinaryOrder(t *testing.T) {
+	keys := []FlowKey{
+		{}, testKey(1), testKey(2), testKey(258), {Src: testKey(1).Src, Dst: testKey(1).Dst, DQP: 0xffffff},
+		{Src: decode.AddrFromGID([16]byte{0xfe, 0x80}), Dst: decode.AddrFromLID(3), DQP: 1},
+		{Src: decode.AddrFromLID(3), Dst: decode.AddrFromLID(3), DQP: 1},
+		{Src: decode.AddrFrom16([16]byte{10: 0xff, 11: 0xff, 12: 10, 15: 1}), Dst: testKey(1).Dst, DQP: 1},
+	}
+	for _, a := range keys {
+		for _, b := range keys {
+			want := bytes.Compare(a.appendBinary(nil), b.appendBinary(nil))
+			if got := compareKeys(a, b); got != want {
+				t.Errorf("compareKeys(%v, %v) = %d, want %d", a, b, got, want)
+			}
 		}
 	}
 }

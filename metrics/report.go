@@ -63,6 +63,7 @@ type Reporter struct {
 	prevIdx  int64
 	prev     []flowRate // previous window's flows, sorted by key
 	cur      []flowRate
+	flows    []FlowReport // the last report's flows, reused
 	pairs    map[qpEnd]qpEnd
 	cmReq    map[cmReqKey]qpEnd
 	maxPairs int
@@ -140,7 +141,8 @@ func (rp *Reporter) pair(a, b qpEnd) {
 }
 
 // Build returns the report of w, a normalized window, which must follow
-// the previously built one in time.
+// the previously built one in time. The report's All list shares memory
+// with the reporter: it is valid until the next call of Build.
 func (rp *Reporter) Build(w *Window) *Report {
 	rp.learn(w)
 	r := &Report{Window: w, Flows: w.Distinct.Estimate()}
@@ -151,11 +153,12 @@ func (rp *Reporter) Build(w *Window) *Report {
 		rp.prev = rp.prev[:0]
 	}
 
-	flows := make([]FlowReport, len(w.Flows))
+	flows := slices.Grow(rp.flows[:0], len(w.Flows))[:len(w.Flows)]
+	rp.flows = flows
 	rp.cur = rp.cur[:0]
 	for i := range w.Flows {
 		f := &flows[i]
-		f.FlowRecord = w.Flows[i]
+		*f = FlowReport{FlowRecord: w.Flows[i]}
 		if !f.SQPKnown {
 			if peer, ok := rp.pairs[qpEnd{f.Key.Dst, f.Key.DQP}]; ok && peer.addr == f.Key.Src {
 				f.SQP, f.SQPKnown = peer.qpn, true
@@ -167,7 +170,7 @@ func (rp *Reporter) Build(w *Window) *Report {
 	r.CNPUnattributed = rp.attributeCNPs(flows)
 	rp.markRates(flows)
 
-	r.Top = topFlows(flows, rp.cfg.Top, func(f *FlowReport) bool { return true })
+	r.Top = topFlows(flows, rp.cfg.Top, nil)
 	r.Elephants = topFlows(flows, len(flows), func(f *FlowReport) bool { return f.Elephant })
 	r.Jitter = topFlows(flows, len(flows), func(f *FlowReport) bool { return f.Jitter })
 	r.Jitter = append(r.Jitter, rp.vanished(w.Flows)...)
@@ -265,25 +268,69 @@ func abs(x float64) float64 {
 	return x
 }
 
-// topFlows returns up to n flows for which keep is true, by bytes, largest
-// first, ties broken by key so the order is deterministic.
+// topFlows returns up to n flows for which keep is true (every flow when
+// keep is nil), by bytes, largest first, ties broken by key so the order is
+// deterministic. It keeps the n largest in a min-heap as it goes, so a top
+// list of a window of a million flows costs one pass, not a sort.
 func topFlows(flows []FlowReport, n int, keep func(*FlowReport) bool) []FlowReport {
-	var out []FlowReport
+	var h []*FlowReport
 	for i := range flows {
-		if keep(&flows[i]) {
-			out = append(out, flows[i])
+		f := &flows[i]
+		if keep != nil && !keep(f) {
+			continue
+		}
+		if len(h) < n {
+			h = append(h, f)
+			heapUp(h, len(h)-1)
+		} else if n > 0 && byBytes(f, h[0]) < 0 {
+			h[0] = f
+			heapDown(h, 0)
 		}
 	}
-	slices.SortFunc(out, func(a, b FlowReport) int {
-		if c := cmp.Compare(b.C[FlowBytes], a.C[FlowBytes]); c != 0 {
-			return c
-		}
-		return compareKeys(a.Key, b.Key)
-	})
-	if len(out) > n {
-		out = out[:n]
+	out := make([]FlowReport, len(h))
+	for i, f := range h {
+		out[i] = *f
 	}
+	slices.SortFunc(out, func(a, b FlowReport) int { return byBytes(&a, &b) })
 	return out
+}
+
+// byBytes orders flows by bytes, largest first, then by key.
+func byBytes(a, b *FlowReport) int {
+	if c := cmp.Compare(b.C[FlowBytes], a.C[FlowBytes]); c != 0 {
+		return c
+	}
+	return compareKeys(a.Key, b.Key)
+}
+
+// heapUp and heapDown keep h a heap whose root is the flow that byBytes
+// puts last: the smallest of the top list.
+func heapUp(h []*FlowReport, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if byBytes(h[i], h[p]) <= 0 {
+			return
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func heapDown(h []*FlowReport, i int) {
+	for {
+		m, l, r := i, 2*i+1, 2*i+2
+		if l < len(h) && byBytes(h[l], h[m]) > 0 {
+			m = l
+		}
+		if r < len(h) && byBytes(h[r], h[m]) > 0 {
+			m = r
+		}
+		if m == i {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
 }
 
 // mergeEstimated completes the top list of a window whose QP tables
@@ -299,7 +346,7 @@ func (rp *Reporter) mergeEstimated(top []FlowReport, w *Window, secs float64) []
 		f.Elephant = f.Rate >= rp.cfg.ElephantRate
 		top = append(top, f)
 	}
-	return topFlows(top, rp.cfg.Top, func(*FlowReport) bool { return true })
+	return topFlows(top, rp.cfg.Top, nil)
 }
 
 // summarize reads the usual quantiles off a latency sketch.
