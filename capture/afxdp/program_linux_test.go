@@ -46,7 +46,9 @@ func ipv6Hdr(next byte) []byte {
 	return append(h, 0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2)
 }
 
-func udpHdr(sport, dport uint16) []byte { return cat(be16(sport), be16(dport), be16(8+12), []byte{0, 0}) }
+func udpHdr(sport, dport uint16) []byte {
+	return cat(be16(sport), be16(dport), be16(8+12), []byte{0, 0})
+}
 
 // bth is a BTH of an RC SEND Only to QP 0x000012, PSN 1.
 var bth = []byte{0x04, 0x40, 0xff, 0xff, 0x00, 0x00, 0x00, 0x12, 0x00, 0x00, 0x00, 0x01}
