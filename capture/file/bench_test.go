@@ -1,0 +1,179 @@
+package file
+
+import (
+	"bufio"
+	"fmt"
+	"encoding/binary"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/rocescope/rocescope/capture"
+)
+
+// benchRecords is how many records the benchmark files hold.
+const benchRecords = 1 << 20
+
+// benchSnap is the captured length of every benchmark record.
+const benchSnap = 128
+
+var (
+	benchOnce  sync.Once
+	benchDir   string
+	benchFiles map[string]string
+)
+
+// benchFile returns the path of a benchmark file of the given kind ("pcap"
+// or "pcapng"), made once per test binary run.
+func benchFile(b *testing.B, kind string) string {
+	b.Helper()
+	benchOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "rocescope-file-bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchDir = dir
+		benchFiles = map[string]string{
+			"pcap":   filepath.Join(dir, "bench.pcap"),
+			"pcapng": filepath.Join(dir, "bench.pcapng"),
+		}
+		writeBenchFile(b, benchFiles["pcap"], writeBenchPcap)
+		writeBenchFile(b, benchFiles["pcapng"], writeBenchPcapng)
+	})
+	return benchFiles[kind]
+}
+
+// writeBenchFile creates path and fills it with body.
+func writeBenchFile(b *testing.B, path string, body func(w io.Writer) error) {
+	b.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bw := bufio.NewWriter(f)
+	if err := body(bw); err != nil {
+		b.Fatal(err)
+	}
+	if err := bw.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// writeBenchPcap writes benchRecords records of benchSnap bytes as classic
+// pcap with the writer.
+func writeBenchPcap(w io.Writer) error {
+	pw, err := NewWriter(w, &WriterOptions{SnapLen: benchSnap})
+	if err != nil {
+		return err
+	}
+	data := make([]byte, 1500)
+	for i := range benchRecords {
+		if err := pw.WriteFrame(int64(i)*1000, data, len(data)); err != nil {
+			return err
+		}
+	}
+	return pw.Flush()
+}
+
+// writeBenchPcapng writes benchRecords enhanced packet blocks of benchSnap
+// bytes.
+func writeBenchPcapng(w io.Writer) error {
+	var blk []byte
+	blk = appendBlock(blk[:0], blockSHB, shbBody(binary.LittleEndian), binary.LittleEndian)
+	blk = appendBlock(blk, blockIDB, idbBody(binary.LittleEndian, 1, 0, nil), binary.LittleEndian)
+	if _, err := w.Write(blk); err != nil {
+		return err
+	}
+	data := make([]byte, benchSnap)
+	for i := range benchRecords {
+		blk = appendBlock(blk[:0], blockEPB, epbBody(binary.LittleEndian, 0, uint64(i), data, 1500), binary.LittleEndian)
+		if _, err := w.Write(blk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchDir != "" {
+		os.RemoveAll(benchDir)
+	}
+	os.Exit(code)
+}
+
+// benchRead reads the file of the given kind b.N times over.
+func benchRead(b *testing.B, kind string, batch int) {
+	path := benchFile(b, kind)
+	fi, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bt := capture.NewBatch(batch)
+	b.SetBytes(fi.Size() / benchRecords)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var src *Source
+	for i := 0; i < b.N; {
+		if src == nil {
+			if src, err = Open([]string{path}, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		switch err := src.Next(bt); err {
+		case nil:
+			i += len(bt.Frames)
+		case io.EOF:
+			src.Close()
+			src = nil
+		default:
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if src != nil {
+		src.Close()
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/record")
+}
+
+// BenchmarkReadPcap reads classic pcap records of 128 captured bytes from a
+// file in the page cache; one b.N is one record.
+func BenchmarkReadPcap(b *testing.B) {
+	for _, n := range []int{64, 256, 1024} {
+		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) { benchRead(b, "pcap", n) })
+	}
+}
+
+// BenchmarkReadPcapng reads enhanced packet blocks of 128 captured bytes
+// from a file in the page cache; one b.N is one record.
+func BenchmarkReadPcapng(b *testing.B) {
+	for _, n := range []int{64, 256, 1024} {
+		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) { benchRead(b, "pcapng", n) })
+	}
+}
+
+// BenchmarkWrite writes 128-byte frames to io.Discard.
+func BenchmarkWrite(b *testing.B) {
+	w, err := NewWriter(io.Discard, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := make([]byte, benchSnap)
+	b.SetBytes(pcapRecordHeaderLen + benchSnap)
+	b.ReportAllocs()
+	for i := range b.N {
+		if err := w.WriteFrame(int64(i), data, 1500); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+}

@@ -1,0 +1,417 @@
+package file
+
+import (
+	"encoding/binary"
+	"io"
+	"math/bits"
+
+	"github.com/rocescope/rocescope/capture"
+	"github.com/rocescope/rocescope/decode"
+)
+
+// pcapng layout (https://www.ietf.org/archive/id/draft-ietf-opsawg-pcapng-02.html).
+const (
+	blockSHB        = 0x0a0d0d0a // section header
+	blockIDB        = 1          // interface description
+	blockPB         = 2          // obsolete packet block
+	blockSPB        = 3          // simple packet
+	blockNRB        = 4          // name resolution
+	blockISB        = 5          // interface statistics
+	blockEPB        = 6          // enhanced packet
+	blockJournal    = 9          // systemd journal export
+	blockDSB        = 0x0a       // decryption secrets
+	blockCustom     = 0x00000bad // custom, may be copied
+	blockCustomKeep = 0x40000bad // custom, must not be copied
+	byteOrderMagic  = 0x1a2b3c4d
+	pcapngMajor     = 1
+
+	blockMinLen   = 12 // type, length, trailing length
+	shbMinLen     = 28
+	idbMinLen     = 20
+	epbMinLen     = 32
+	spbMinLen     = 16
+	blockOverhead = 64 << 10 // room for headers and options beyond the snap limit
+
+	optEnd      = 0
+	optTSResol  = 9
+	optTSOffset = 14
+
+	maxInterfaces = 1 << 16 // Frame.Port is 16 bits
+)
+
+// get16, get32 and get64 read a field in little-endian order, or big-endian
+// when swapped.
+func get16(b []byte, swapped bool) uint16 {
+	if swapped {
+		return binary.BigEndian.Uint16(b)
+	}
+	return binary.LittleEndian.Uint16(b)
+}
+
+func get32(b []byte, swapped bool) uint32 {
+	v := binary.LittleEndian.Uint32(b)
+	if swapped {
+		v = bits.ReverseBytes32(v)
+	}
+	return v
+}
+
+func get64(b []byte, swapped bool) uint64 {
+	v := binary.LittleEndian.Uint64(b)
+	if swapped {
+		v = bits.ReverseBytes64(v)
+	}
+	return v
+}
+
+// iface is what a section says about one of its interfaces.
+type iface struct {
+	link decode.LinkType
+	snap uint32 // 0: no limit
+	// A timestamp t converts to t*mul/div ns for a resolution of 10^-k s,
+	// or to t*1e9 >> shift ns for a resolution of 2^-shift s.
+	mul, div uint64
+	shift    uint
+	binary   bool
+	offset   int64 // if_tsoffset, in ns
+}
+
+// ns converts a timestamp in the interface's units to ns since the epoch.
+func (f *iface) ns(t uint64) int64 {
+	if !f.binary {
+		return int64(t*f.mul/f.div) + f.offset
+	}
+	hi, lo := bits.Mul64(t, 1e9)
+	var v uint64
+	switch {
+	case f.shift == 0:
+		v = lo
+	case f.shift < 64:
+		v = hi<<(64-f.shift) | lo>>f.shift
+	default:
+		v = hi >> (f.shift - 64)
+	}
+	return int64(v) + f.offset
+}
+
+// setResolution applies an if_tsresol value.
+func (f *iface) setResolution(v byte) bool {
+	if v&0x80 != 0 {
+		f.binary, f.shift = true, uint(v&0x7f)
+		return true
+	}
+	f.binary = false
+	switch k := uint64(v); {
+	case k <= 9:
+		f.mul, f.div = pow10(9-k), 1
+	case k <= 19:
+		f.mul, f.div = 1, pow10(k-9)
+	default:
+		return false
+	}
+	return true
+}
+
+// pow10 returns 10^k for k <= 19.
+func pow10(k uint64) uint64 {
+	v := uint64(1)
+	for range k {
+		v *= 10
+	}
+	return v
+}
+
+// pcapngReader reads the packets of a pcapng file out of the window.
+type pcapngReader struct {
+	w        *window
+	path     string
+	limit    uint32 // Options.SnapLimit
+	maxBlock uint32 // longest block accepted
+
+	swapped   bool    // the current section is big-endian
+	inSection bool    // a section header has been read
+	ifaces    []iface // interfaces of the current section
+	lastTime  int64   // time of the last packet, for simple packet blocks
+
+	blk      int64 // blocks read so far, damaged ones included
+	resume   int64 // window offset to go on from after damage; -1: none
+	scanAll  bool  // after damage, search for a plausible block from resume
+	scanning bool  // searching for a plausible block
+}
+
+// newPcapngReader returns a reader whose packets may be at most limit bytes.
+func newPcapngReader(w *window, path string, limit int) *pcapngReader {
+	return &pcapngReader{w: w, path: path, limit: uint32(limit), maxBlock: uint32(limit + blockOverhead), resume: -1}
+}
+
+// blockHeader decodes the type and total length at the start of h, which
+// holds at least blockMinLen bytes. The length is read in the current
+// section's byte order, or for a section header block in the order its
+// byte-order magic gives, which swapped returns. ok is false when that
+// magic is invalid.
+func (r *pcapngReader) blockHeader(h []byte) (typ, length uint32, swapped, ok bool) {
+	if binary.LittleEndian.Uint32(h) == blockSHB {
+		switch binary.LittleEndian.Uint32(h[8:]) {
+		case byteOrderMagic:
+			swapped = false
+		case bits.ReverseBytes32(byteOrderMagic):
+			swapped = true
+		default:
+			return blockSHB, 0, false, false
+		}
+		return blockSHB, get32(h[4:], swapped), swapped, true
+	}
+	return get32(h, r.swapped), get32(h[4:], r.swapped), r.swapped, true
+}
+
+// badLength reports whether a block's total length is impossible.
+func (r *pcapngReader) badLength(length uint32) bool {
+	return length < blockMinLen || length%4 != 0 || length > r.maxBlock
+}
+
+// read appends packets to b until it is full. It returns nil when b is
+// full, io.EOF at the end of the file, errFull, or an error.
+func (r *pcapngReader) read(b *capture.Batch) error {
+	if r.scanning {
+		if err := r.scan(); err != nil {
+			return err
+		}
+	}
+	w := r.w
+	for len(b.Frames) < cap(b.Frames) {
+		at := position{path: r.path, what: "block", n: r.blk + 1, off: w.offset()}
+		if err := w.ensure(blockMinLen); err != nil {
+			if err == io.EOF && len(w.data) == w.pos {
+				return io.EOF
+			}
+			return at.short(err, len(w.data)-w.pos, blockMinLen)
+		}
+		typ, length, swapped, ok := r.blockHeader(w.data[w.pos:])
+		if !ok {
+			r.damaged(0, true)
+			return at.damage(ErrBadMagic, "section header byte-order magic % x", w.data[w.pos+8:w.pos+12])
+		}
+		if r.badLength(length) {
+			r.damaged(0, true)
+			return at.damage(ErrBadBlock, "block type %#x has total length %d (want a multiple of 4 from %d to %d)", typ, length, blockMinLen, r.maxBlock)
+		}
+		if err := w.ensure(int(length)); err != nil {
+			return at.short(err, len(w.data)-w.pos, int(length))
+		}
+		blk := w.data[w.pos : w.pos+int(length) : w.pos+int(length)]
+		if trail := get32(blk[length-4:], swapped); trail != length {
+			r.damaged(0, true)
+			return at.damage(ErrBadBlock, "block type %#x has total length %d but trailing length %d", typ, length, trail)
+		}
+		var err error
+		switch typ {
+		case blockSHB:
+			err = r.section(at, blk, swapped)
+		case blockIDB:
+			err = r.iface(at, blk)
+		case blockEPB, blockPB:
+			err = r.packet(at, b, blk, typ)
+		case blockSPB:
+			err = r.simple(at, b, blk)
+		}
+		if err != nil {
+			r.damaged(int64(length), false)
+			return err
+		}
+		r.blk++
+		w.pos += int(length)
+	}
+	return nil
+}
+
+// damaged notes a bad block at the read position: reading may go on skip
+// bytes further on, searching for a plausible block when scan is set. A
+// file whose first section header is bad is not read further.
+func (r *pcapngReader) damaged(skip int64, scan bool) {
+	r.blk++
+	r.resume = -1
+	if r.inSection {
+		r.resume, r.scanAll = r.w.offset()+max(skip, 4), scan
+	}
+}
+
+// resync prepares reading to go on after damage. It reports false when the
+// rest of the file must be skipped.
+func (r *pcapngReader) resync() bool {
+	if r.resume < 0 {
+		return false
+	}
+	r.w.pos = int(r.resume - r.w.base)
+	r.resume = -1
+	r.scanning = r.scanAll
+	return true
+}
+
+// scan advances the read position in steps of 4 bytes to a block whose
+// type is known and whose two lengths agree.
+func (r *pcapngReader) scan() error {
+	w := r.w
+	for {
+		if err := w.ensure(blockMinLen); err != nil {
+			if err == io.EOF {
+				w.pos = len(w.data)
+			}
+			return err
+		}
+		typ, length, swapped, ok := r.blockHeader(w.data[w.pos:])
+		if ok && knownBlock(typ) && !r.badLength(length) {
+			err := w.ensure(int(length))
+			if err == nil && get32(w.data[w.pos+int(length)-4:], swapped) == length {
+				r.scanning = false
+				return nil
+			}
+			if err != nil && err != io.EOF {
+				return err
+			}
+		}
+		w.pos += 4
+	}
+}
+
+// knownBlock reports whether typ is a block type of the pcapng
+// specification.
+func knownBlock(typ uint32) bool {
+	switch typ {
+	case blockSHB, blockIDB, blockPB, blockSPB, blockNRB, blockISB, blockEPB, blockJournal, blockDSB, blockCustom, blockCustomKeep:
+		return true
+	}
+	return false
+}
+
+// section starts a new section from its header block.
+func (r *pcapngReader) section(at position, blk []byte, swapped bool) error {
+	if len(blk) < shbMinLen {
+		return at.damage(ErrBadBlock, "section header of %d bytes, want at least %d", len(blk), shbMinLen)
+	}
+	if major := get16(blk[12:], swapped); major != pcapngMajor {
+		return at.damage(ErrBadMagic, "pcapng version %d, want %d", major, pcapngMajor)
+	}
+	r.swapped, r.inSection = swapped, true
+	r.ifaces = r.ifaces[:0]
+	return nil
+}
+
+// iface adds an interface from its description block.
+func (r *pcapngReader) iface(at position, blk []byte) error {
+	if len(blk) < idbMinLen {
+		return at.damage(ErrBadBlock, "interface description of %d bytes, want at least %d", len(blk), idbMinLen)
+	}
+	if len(r.ifaces) == maxInterfaces {
+		return at.damage(ErrBadBlock, "more than %d interfaces in a section", maxInterfaces)
+	}
+	f := iface{
+		link: decode.LinkType(get16(blk[8:], r.swapped)),
+		snap: get32(blk[12:], r.swapped),
+		mul:  1000, // default resolution: microseconds
+		div:  1,
+	}
+	opts := blk[16 : len(blk)-4]
+	for len(opts) >= 4 {
+		code, n := get16(opts, r.swapped), int(get16(opts[2:], r.swapped))
+		if code == optEnd {
+			break
+		}
+		padded := (n + 3) &^ 3
+		if 4+padded > len(opts) {
+			return at.damage(ErrBadBlock, "interface option %d of %d bytes overruns the block", code, n)
+		}
+		v := opts[4 : 4+n]
+		switch code {
+		case optTSResol:
+			if n != 1 || !f.setResolution(v[0]) {
+				return at.damage(ErrBadBlock, "bad if_tsresol option (% x)", v)
+			}
+		case optTSOffset:
+			if n != 8 {
+				return at.damage(ErrBadBlock, "if_tsoffset option of %d bytes, want 8", n)
+			}
+			f.offset = int64(get64(v, r.swapped)) * 1e9
+		}
+		opts = opts[4+padded:]
+	}
+	r.ifaces = append(r.ifaces, f)
+	return nil
+}
+
+// packet appends the packet of an enhanced or obsolete packet block. Both
+// have the same layout but for the interface ID, 32 bits in the enhanced
+// block and 16 (followed by a drop count) in the obsolete one.
+func (r *pcapngReader) packet(at position, b *capture.Batch, blk []byte, typ uint32) error {
+	if len(blk) < epbMinLen {
+		return at.damage(ErrBadBlock, "packet block of %d bytes, want at least %d", len(blk), epbMinLen)
+	}
+	id := get32(blk[8:], r.swapped)
+	if typ == blockPB {
+		id = uint32(get16(blk[8:], r.swapped))
+	}
+	capLen, origLen := get32(blk[20:], r.swapped), get32(blk[24:], r.swapped)
+	if room := len(blk) - epbMinLen; int64(capLen) > int64(room) {
+		return at.damage(ErrBadBlock, "captured length %d overruns the %d bytes of packet data", capLen, room)
+	}
+	f, err := r.lookup(at, id, capLen, origLen)
+	if err != nil {
+		return err
+	}
+	t := f.ns(uint64(get32(blk[12:], r.swapped))<<32 | uint64(get32(blk[16:], r.swapped)))
+	r.lastTime = t
+	r.w.lent[r.w.cur] = true
+	b.Frames = append(b.Frames, capture.Frame{
+		Data:    blk[28 : 28+capLen : 28+capLen],
+		Time:    t,
+		OrigLen: origLen,
+		Link:    f.link,
+		Port:    uint16(id),
+	})
+	return nil
+}
+
+// simple appends the packet of a simple packet block. Its captured length
+// is the original length, cut to the snap length of interface 0. It has no
+// timestamp: the frame gets the time of the section's previous packet.
+func (r *pcapngReader) simple(at position, b *capture.Batch, blk []byte) error {
+	if len(blk) < spbMinLen {
+		return at.damage(ErrBadBlock, "simple packet block of %d bytes, want at least %d", len(blk), spbMinLen)
+	}
+	origLen := get32(blk[8:], r.swapped)
+	capLen := origLen
+	if len(r.ifaces) > 0 && r.ifaces[0].snap != 0 {
+		capLen = min(capLen, r.ifaces[0].snap)
+	}
+	if room := len(blk) - spbMinLen; int64(capLen) > int64(room) {
+		return at.damage(ErrBadBlock, "captured length %d overruns the %d bytes of packet data", capLen, room)
+	}
+	f, err := r.lookup(at, 0, capLen, origLen)
+	if err != nil {
+		return err
+	}
+	r.w.lent[r.w.cur] = true
+	b.Frames = append(b.Frames, capture.Frame{
+		Data:    blk[12 : 12+capLen : 12+capLen],
+		Time:    r.lastTime,
+		OrigLen: origLen,
+		Link:    f.link,
+	})
+	return nil
+}
+
+// lookup returns interface id after checking a packet's lengths against it.
+func (r *pcapngReader) lookup(at position, id, capLen, origLen uint32) (*iface, error) {
+	if int64(id) >= int64(len(r.ifaces)) {
+		return nil, at.damage(ErrBadBlock, "interface %d not described (section has %d)", id, len(r.ifaces))
+	}
+	f := &r.ifaces[id]
+	switch {
+	case capLen > r.limit:
+		return nil, at.damage(ErrRecordTooLarge, "captured length %d exceeds the limit %d", capLen, r.limit)
+	case f.snap != 0 && capLen > f.snap:
+		return nil, at.damage(ErrRecordTooLarge, "captured length %d exceeds the interface's snap length %d", capLen, f.snap)
+	case capLen > origLen:
+		return nil, at.damage(ErrRecordTooLarge, "captured length %d exceeds the original length %d", capLen, origLen)
+	}
+	return f, nil
+}
