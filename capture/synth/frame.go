@@ -1,0 +1,372 @@
+package synth
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+
+	"github.com/rocescope/rocescope/decode"
+)
+
+// Frame layout constants.
+const (
+	psnMask = 1<<24 - 1
+	psnHalf = 1 << 23
+
+	minFrame   = 60 // Ethernet minimum without FCS; shorter frames are padded
+	maxPayload = 4096
+	// maxFrame is the longest frame: Ethernet with a tag, IPv6, UDP, BTH,
+	// RETH, ImmDt, a 4096-byte payload and the ICRC.
+	maxFrame = MinSnapLen + maxPayload + 4
+
+	roceDSCPCNP = 48 // DSCP of CNPs, as ConnectX NICs send them by default
+	pcpRoCE     = 3  // 802.1Q priority of RoCE traffic
+	pcpCNP      = 6  // 802.1Q priority of CNPs
+	ecnECT0     = 2
+	ecnCE       = 3
+	ttl         = 64
+
+	etherIPv4 = 0x0800
+	etherIPv6 = 0x86DD
+	etherVLAN = 0x8100
+	etherARP  = 0x0806
+	etherMACC = 0x8808
+)
+
+// packet is one RoCE packet: what the frame writer writes and the tally
+// counts.
+type packet struct {
+	c        *conn
+	toB      bool   // requester to responder (A→B)
+	flow     int32  // flow number: 2*connection, +1 for B→A
+	seq      int    // requests: the message's sequence number on the connection
+	idx      uint32 // requests: the packet's index in its message
+	op       decode.Opcode
+	psn      uint32
+	npsn     uint32 // PSNs a request consumes: 1, or a READ's response count
+	dqp      uint32
+	se       bool
+	mig      bool
+	ackReq   bool
+	becn     bool
+	ce       bool
+	va       uint64
+	rkey     uint32
+	dmaLen   uint32
+	imm      uint32
+	syndrome uint8
+	msn      uint32
+	payload  int
+	payOff   int // where the payload starts in the source's byte pattern
+}
+
+// Extension headers by opcode.
+func hasRETH(op decode.Opcode) bool {
+	return op == 0x06 || op == 0x0A || op == 0x0B || op == 0x0C
+}
+func hasImm(op decode.Opcode) bool {
+	return op == 0x03 || op == 0x05 || op == 0x09 || op == 0x0B
+}
+func hasAETH(op decode.Opcode) bool {
+	return op == 0x0D || op == 0x0F || op == 0x10 || op == 0x11
+}
+
+// transportLen returns the length of the BTH and extension headers of op.
+func transportLen(op decode.Opcode) int {
+	n := 12
+	if hasRETH(op) {
+		n += 16
+	}
+	if hasImm(op) {
+		n += 4
+	}
+	if hasAETH(op) {
+		n += 4
+	}
+	if op.IsCNP() {
+		n += 16
+	}
+	return n
+}
+
+// l2 is the link and network header of a frame between two hosts.
+type l2 struct {
+	src, dst *host
+	vlan     uint16 // 0: untagged
+	pcp      uint8
+	v6       bool
+	tos      uint8 // DSCP << 2 | ECN
+	flow     uint32
+}
+
+// writeL2 writes the Ethernet header (with its tag) and the IP header of a
+// packet whose IP payload is plen bytes long with protocol proto, and
+// returns the offset of the IP header and of the IP payload.
+func writeL2(b []byte, h *l2, proto uint8, plen int) (ipOff, off int) {
+	copy(b[0:6], h.dst.mac[:])
+	copy(b[6:12], h.src.mac[:])
+	off = 12
+	if h.vlan != 0 {
+		binary.BigEndian.PutUint16(b[12:], etherVLAN)
+		binary.BigEndian.PutUint16(b[14:], uint16(h.pcp)<<13|h.vlan)
+		off = 16
+	}
+	if h.v6 {
+		binary.BigEndian.PutUint16(b[off:], etherIPv6)
+		ipOff = off + 2
+		ip := b[ipOff : ipOff+40]
+		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(h.tos)<<20|h.flow&0xfffff)
+		binary.BigEndian.PutUint16(ip[4:], uint16(plen))
+		ip[6], ip[7] = proto, ttl
+		copy(ip[8:24], h.src.ip6[:])
+		copy(ip[24:40], h.dst.ip6[:])
+		return ipOff, ipOff + 40
+	}
+	binary.BigEndian.PutUint16(b[off:], etherIPv4)
+	ipOff = off + 2
+	ip := b[ipOff : ipOff+20]
+	ip[0], ip[1] = 0x45, h.tos
+	binary.BigEndian.PutUint16(ip[2:], uint16(20+plen))
+	binary.BigEndian.PutUint32(ip[4:], 0x4000) // ID 0, don't fragment
+	ip[8], ip[9] = ttl, proto
+	ip[10], ip[11] = 0, 0
+	copy(ip[12:16], h.src.ip4[:])
+	copy(ip[16:20], h.dst.ip4[:])
+	binary.BigEndian.PutUint16(ip[10:], checksum(ip, 0))
+	return ipOff, ipOff + 20
+}
+
+// checksum returns the Internet checksum of b added to the partial sum
+// sum.
+func checksum(b []byte, sum uint32) uint16 {
+	for len(b) >= 2 {
+		sum += uint32(b[0])<<8 | uint32(b[1])
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		sum += uint32(b[0]) << 8
+	}
+	for sum>>16 != 0 {
+		sum = sum&0xffff + sum>>16
+	}
+	return ^uint16(sum)
+}
+
+// pseudoSum returns the partial checksum of the IPv4 or IPv6 pseudo-header
+// of a transport segment of length n.
+func pseudoSum(h *l2, proto uint8, n int) uint32 {
+	var sum uint32
+	add := func(b []byte) {
+		for i := 0; i < len(b); i += 2 {
+			sum += uint32(b[i])<<8 | uint32(b[i+1])
+		}
+	}
+	if h.v6 {
+		add(h.src.ip6[:])
+		add(h.dst.ip6[:])
+	} else {
+		add(h.src.ip4[:])
+		add(h.dst.ip4[:])
+	}
+	return sum + uint32(proto) + uint32(n)
+}
+
+// finish pads a frame of wire bytes to the Ethernet minimum and returns
+// the on-wire and captured lengths for a slot of len(b) bytes.
+func finish(b []byte, wire int) (int, int) {
+	if wire < minFrame {
+		clear(b[wire:minFrame])
+		wire = minFrame
+	}
+	return wire, min(wire, len(b))
+}
+
+// writeRoCE writes p into b, whose length is the capture room, and
+// returns the frame's on-wire and captured lengths. Headers always fit
+// (len(b) >= MinSnapLen); payload, pad and ICRC are written as far as b
+// holds them.
+func (s *Source) writeRoCE(b []byte, p *packet) (wire, captured int) {
+	c := p.c
+	h := l2{src: &s.hosts[c.ha], dst: &s.hosts[c.hb], vlan: c.vlan, pcp: pcpRoCE, v6: c.v6,
+		tos: uint8(s.cfg.DSCP)<<2 | ecnECT0, flow: c.flowLabel}
+	if !p.toB {
+		h.src, h.dst = h.dst, h.src
+	}
+	switch {
+	case p.op.IsCNP():
+		h.tos, h.pcp = roceDSCPCNP<<2, pcpCNP
+	case p.ce:
+		h.tos |= ecnCE
+	}
+	tl := transportLen(p.op)
+	pad := -p.payload & 3
+	udpLen := 8 + tl + p.payload + pad + 4
+	ipOff, udpOff := writeL2(b, &h, 17, udpLen)
+	wire = udpOff + udpLen
+	u := b[udpOff : udpOff+8]
+	binary.BigEndian.PutUint16(u[0:], c.sport)
+	binary.BigEndian.PutUint16(u[2:], decode.DefaultRoCEPort)
+	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
+	u[6], u[7] = 0, 0 // RoCEv2 sends no UDP checksum
+	bth := udpOff + 8
+	t := b[bth : bth+tl]
+	var flags byte
+	if p.se {
+		flags |= 0x80
+	}
+	if p.mig {
+		flags |= 0x40
+	}
+	t[0], t[1] = byte(p.op), flags|byte(pad)<<4
+	t[2], t[3] = 0xff, 0xff // default P_Key
+	binary.BigEndian.PutUint32(t[4:], p.dqp)
+	if p.becn {
+		t[4] = 0x40
+	}
+	binary.BigEndian.PutUint32(t[8:], p.psn)
+	if p.ackReq {
+		t[8] = 0x80
+	}
+	e := t[12:]
+	switch {
+	case hasRETH(p.op):
+		binary.BigEndian.PutUint64(e[0:], p.va)
+		binary.BigEndian.PutUint32(e[8:], p.rkey)
+		binary.BigEndian.PutUint32(e[12:], p.dmaLen)
+		e = e[16:]
+	case hasAETH(p.op):
+		binary.BigEndian.PutUint32(e[0:], uint32(p.syndrome)<<24|p.msn&psnMask)
+		e = e[4:]
+	case p.op.IsCNP():
+		clear(e[:16])
+		e = e[16:]
+	}
+	if hasImm(p.op) {
+		binary.BigEndian.PutUint32(e[0:], p.imm)
+	}
+	pay := bth + tl
+	n := copy(b[pay:min(len(b), pay+p.payload)], s.pattern[p.payOff:])
+	if end := pay + p.payload + pad; end <= len(b) && n == p.payload {
+		clear(b[pay+p.payload : end])
+		if end+4 <= len(b) {
+			binary.LittleEndian.PutUint32(b[end:], icrc(b, ipOff, udpOff, end, c.v6))
+		}
+	}
+	return finish(b, wire)
+}
+
+// ff8 are the eight bytes of ones that stand for the LRH in a RoCEv2 ICRC.
+var ff8 = [8]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+
+// icrc returns the invariant CRC of the RoCEv2 packet whose IP header
+// starts at b[ipOff], UDP header at b[udpOff], and whose pad ends at
+// b[end]: CRC-32 (as Ethernet's) over eight bytes of ones, the IP, UDP and
+// BTH headers with their variant fields set to ones (IPv4 TOS, TTL and
+// checksum; IPv6 traffic class, flow label and hop limit; UDP checksum; the
+// BTH byte holding FECN and BECN), and the rest of the packet.
+func icrc(b []byte, ipOff, udpOff, end int, v6 bool) uint32 {
+	var h [40 + 8 + 12]byte
+	n := copy(h[:], b[ipOff:udpOff+8+12])
+	if v6 {
+		h[0] |= 0x0f
+		h[1], h[2], h[3] = 0xff, 0xff, 0xff
+		h[7] = 0xff
+	} else {
+		h[1], h[8], h[10], h[11] = 0xff, 0xff, 0xff, 0xff
+	}
+	u := n - 20                 // UDP header
+	h[u+6], h[u+7] = 0xff, 0xff // UDP checksum
+	h[u+12] = 0xff              // BTH FECN, BECN and reserved bits
+	crc := crc32.Update(0, crc32.IEEETable, ff8[:])
+	crc = crc32.Update(crc, crc32.IEEETable, h[:n])
+	return crc32.Update(crc, crc32.IEEETable, b[udpOff+8+12:end])
+}
+
+// pfcFrame is an 802.1Qbb priority flow control frame.
+type pfcFrame struct {
+	src    [6]byte
+	enable uint8
+	quanta [8]uint16
+}
+
+// pfcDst is the MAC control multicast address pause frames go to.
+var pfcDst = [6]byte{0x01, 0x80, 0xc2, 0x00, 0x00, 0x01}
+
+// writePFC writes f into b.
+func writePFC(b []byte, f *pfcFrame) (wire, captured int) {
+	copy(b[0:6], pfcDst[:])
+	copy(b[6:12], f.src[:])
+	binary.BigEndian.PutUint16(b[12:], etherMACC)
+	binary.BigEndian.PutUint16(b[14:], 0x0101)
+	b[16], b[17] = 0, f.enable
+	for i, q := range f.quanta {
+		binary.BigEndian.PutUint16(b[18+2*i:], q)
+	}
+	return finish(b, 34)
+}
+
+// Background frame kinds.
+const (
+	bgARP = iota
+	bgUDP
+	bgTCP
+	bgKinds
+)
+
+// background is one non-RoCE frame between two hosts.
+type background struct {
+	kind    int
+	l2      l2
+	sport   uint16
+	dport   uint16
+	seq     uint32
+	payload int
+	payOff  int
+}
+
+// writeBackground writes g into b.
+func (s *Source) writeBackground(b []byte, g *background) (wire, captured int) {
+	if g.kind == bgARP {
+		copy(b[0:6], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+		copy(b[6:12], g.l2.src.mac[:])
+		binary.BigEndian.PutUint16(b[12:], etherARP)
+		a := b[14:42]
+		binary.BigEndian.PutUint64(a[0:], 0x0001_0800_0604_0001) // Ethernet, IPv4, request
+		copy(a[8:14], g.l2.src.mac[:])
+		copy(a[14:18], g.l2.src.ip4[:])
+		clear(a[18:24])
+		copy(a[24:28], g.l2.dst.ip4[:])
+		return finish(b, 42)
+	}
+	hl, proto := 8, uint8(17)
+	if g.kind == bgTCP {
+		hl, proto = 20, 6
+	}
+	n := hl + g.payload
+	_, off := writeL2(b, &g.l2, proto, n)
+	wire = off + n
+	seg := b[off : off+hl]
+	binary.BigEndian.PutUint16(seg[0:], g.sport)
+	binary.BigEndian.PutUint16(seg[2:], g.dport)
+	ck := 6
+	if g.kind == bgTCP {
+		binary.BigEndian.PutUint32(seg[4:], g.seq)
+		binary.BigEndian.PutUint32(seg[8:], g.seq^0x5a5a5a5a)
+		seg[12], seg[13] = 5<<4, 0x18 // header length 20, PSH ACK
+		binary.BigEndian.PutUint16(seg[14:], 65535)
+		seg[16], seg[17], seg[18], seg[19] = 0, 0, 0, 0
+		ck = 16
+	} else {
+		binary.BigEndian.PutUint16(seg[4:], uint16(n))
+		seg[6], seg[7] = 0, 0
+	}
+	pay := off + hl
+	copy(b[pay:min(len(b), pay+g.payload)], s.pattern[g.payOff:])
+	if wire <= len(b) {
+		sum := checksum(b[off:wire], pseudoSum(&g.l2, proto, n))
+		if sum == 0 && proto == 17 {
+			sum = 0xffff
+		}
+		binary.BigEndian.PutUint16(seg[ck:], sum)
+	}
+	return finish(b, wire)
+}
