@@ -159,7 +159,7 @@ func network() asm.Instructions {
 	)
 	insns = append(insns, udpPort()...)
 	// IPv6: fixed 40-byte header, UDP right after it.
-	ipv6 := ensure(2 + 40 + 4)
+	ipv6 := ensure(2 + 40)
 	ipv6[0] = ipv6[0].WithSymbol(labelIPv6)
 	insns = append(insns, ipv6...)
 	insns = append(insns,

@@ -143,7 +143,7 @@ func TestProgramAssembles(t *testing.T) {
 }
 
 // loadForTest loads the program with an empty XSKMAP, or skips.
-func loadForTest(t *testing.T, all bool) *objects {
+func loadForTest(t testing.TB, all bool) *objects {
 	t.Helper()
 	if os.Getenv("ROCESCOPE_LIVE") != "1" || os.Geteuid() != 0 {
 		t.Skip("live test: loads a BPF program; set ROCESCOPE_LIVE=1 and run as root")
@@ -160,8 +160,8 @@ func loadForTest(t *testing.T, all bool) *objects {
 	return &objs
 }
 
-// counters reads the per-CPU counters summed over CPUs.
-func readCounters(t *testing.T, m *ebpf.Map) [numCounters]uint64 {
+// readCounters reads the per-CPU counters summed over CPUs.
+func readCounters(t testing.TB, m *ebpf.Map) [numCounters]uint64 {
 	t.Helper()
 	var got [numCounters]uint64
 	for i := range got {
