@@ -2,6 +2,7 @@ package afxdp
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -285,5 +286,55 @@ func TestCloseUnblocksNextLive(t *testing.T) {
 	}
 	if err := g.Close(); err != nil {
 		t.Fatalf("Group.Close after Socket.Close: %v", err)
+	}
+}
+
+// TestOpenCleansUpLive opens queues 0 and 1 on a veth that has one queue:
+// binding queue 1 fails, and Open must leave no program attached.
+func TestOpenCleansUpLive(t *testing.T) {
+	p := netnstest.New(t)
+	err := p.Do(p.NSB, func() error {
+		g, err := Open(p.IfB, &Config{Queues: []int{0, 1}})
+		if err == nil {
+			g.Close()
+		}
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "queue 1") {
+		t.Fatalf("Open(queues 0 and 1 on a one-queue veth) = %v, want an error about queue 1", err)
+	}
+	if xdpAttached(t, p.NSB, p.IfB) {
+		t.Errorf("ip shows an XDP program on %s after the failed Open", p.IfB)
+	}
+}
+
+// TestOpenUnprivilegedLive runs Open in a child process that is root
+// without capabilities, inside the test namespace: the error must say what
+// is missing.
+func TestOpenUnprivilegedLive(t *testing.T) {
+	if iface := os.Getenv("ROCESCOPE_AFXDP_CHILD_IFACE"); iface != "" {
+		_, err := Open(iface, nil)
+		fmt.Printf("Open: %v\n", err)
+		return
+	}
+	p := netnstest.New(t)
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skipf("setpriv (util-linux) is needed to drop capabilities: %v", err)
+	}
+	cmd := exec.Command("ip", "netns", "exec", p.NSB,
+		"setpriv", "--bounding-set=-all", "--inh-caps=-all", "--securebits=+noroot,+noroot_locked", "--no-new-privs",
+		os.Args[0], "-test.run=^TestOpenUnprivilegedLive$", "-test.v")
+	cmd.Env = append(os.Environ(), "ROCESCOPE_AFXDP_CHILD_IFACE="+p.IfB)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "needs root, or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF") ||
+		!strings.Contains(string(out), "operation not permitted") {
+		t.Errorf("child's Open error does not say what is missing:\n%s", out)
+	}
+	t.Logf("child: %s", out)
+	if xdpAttached(t, p.NSB, p.IfB) {
+		t.Errorf("ip shows an XDP program on %s after the child's Open", p.IfB)
 	}
 }
