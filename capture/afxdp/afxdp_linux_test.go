@@ -1,6 +1,7 @@
 package afxdp
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -336,5 +337,44 @@ func TestOpenUnprivilegedLive(t *testing.T) {
 	t.Logf("child: %s", out)
 	if xdpAttached(t, p.NSB, p.IfB) {
 		t.Errorf("ip shows an XDP program on %s after the child's Open", p.IfB)
+	}
+}
+
+// TestFrameSizeLimitLive checks the documented size limit: with 4096-byte
+// UMEM frames, a 3840-byte frame is delivered whole and a 3841-byte one is
+// dropped and counted.
+func TestFrameSizeLimitLive(t *testing.T) {
+	p := netnstest.New(t)
+	for _, end := range []struct{ ns, ifname string }{{p.NSA, p.IfA}, {p.NSB, p.IfB}} {
+		if out, err := exec.Command("ip", "-n", end.ns, "link", "set", "dev", end.ifname, "mtu", "9000").CombinedOutput(); err != nil {
+			t.Fatalf("set MTU of %s: %v: %s", end.ifname, err, out)
+		}
+	}
+	var g *Group
+	if err := p.Do(p.NSB, func() (err error) { g, err = Open(p.IfB, &Config{Queues: []int{0}}); return err }); err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { g.Close() })
+	fits := append(append([]byte(nil), roceV4...), make([]byte, 3840-len(roceV4))...)
+	tooLong := append(append([]byte(nil), fits...), 0xaa)
+	if n, err := p.Send([][]byte{tooLong, fits}); err != nil || n != 2 {
+		t.Fatalf("Send = %d, %v", n, err)
+	}
+	s := g.Sockets()[0]
+	b := capture.NewBatch(4)
+	for range 20 {
+		if err := s.Next(b); err != nil {
+			t.Fatalf("Next: %v", err)
+		}
+		if len(b.Frames) > 0 {
+			break
+		}
+	}
+	if len(b.Frames) != 1 || !bytes.Equal(b.Frames[0].Data, fits) {
+		t.Fatalf("got %d frames, want the 3840-byte frame alone", len(b.Frames))
+	}
+	if st := s.Stats(); st.Dropped != 1 {
+		x, _ := s.XDPStats()
+		t.Errorf("Stats = %+v (%+v), want the 3841-byte frame dropped", st, x)
 	}
 }
