@@ -1,0 +1,39 @@
+// Package afpacket captures live frames from a network interface through
+// AF_PACKET sockets with TPACKET_V3 memory-mapped receive rings.
+//
+// [Open] opens [Config.Sockets] sockets on one interface, joined in one
+// fanout group so that the kernel spreads frames over them (by flow hash by
+// default, so each flow stays on one socket). Each socket is one
+// capture.Source, meant to be owned by one worker goroutine. Unless
+// [Config.All] is set, a classic BPF filter in the kernel keeps only the
+// traffic rocescope analyzes: RoCEv2 (UDP destination port 4791 over IPv4 or
+// IPv6, under zero, one or two VLAN tags), RoCEv1 (ethertype 0x8915),
+// GRE-encapsulated mirror traffic (IP protocol 47) and MAC control frames
+// (ethertype 0x8808: PFC and pause).
+//
+// # Frames and their lifetime
+//
+// Frames point into the ring the kernel writes: no copy is made, except for
+// frames whose outermost VLAN tag the kernel took out of the frame (it always
+// does on receive). Those are rebuilt with the tag in a per-source scratch
+// buffer, so every frame is exactly what was on the wire (up to the snap
+// length). A batch's frames stay valid until the next call to Next or Close
+// on the same source; the ring blocks they live in are handed back to the
+// kernel then.
+//
+// # Timeouts and closing
+//
+// Next waits at most 100 ms for traffic and then returns an empty batch, so
+// the caller can follow the clock. Close may be called from any goroutine:
+// it wakes a blocked Next, which returns os.ErrClosed, waits for it to leave
+// the ring, and then unmaps the ring and closes the socket.
+//
+// # Drops
+//
+// Stats().Dropped is the sum of the kernel's tp_drops (frames that found the
+// ring full) and tp_freeze_q_cnt counters, read with PACKET_STATISTICS; the
+// kernel resets them on every read, so the source accumulates them.
+//
+// Capturing needs root or CAP_NET_RAW. The package works on Linux only;
+// elsewhere Open returns [ErrUnsupported].
+package afpacket

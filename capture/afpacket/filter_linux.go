@@ -1,0 +1,130 @@
+package afpacket
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// step is one instruction of a classic BPF program under construction:
+// label names the instruction as a jump target, and jt and jf name the
+// targets of a conditional jump; an empty target means the next
+// instruction. Jumps go forward only, as cBPF requires.
+type step struct {
+	label  string
+	code   uint16
+	k      uint32
+	jt, jf string
+}
+
+// assemble resolves the labels of prog into a cBPF program.
+func assemble(prog []step) ([]unix.SockFilter, error) {
+	at := make(map[string]int, len(prog))
+	for i, s := range prog {
+		if s.label != "" {
+			at[s.label] = i
+		}
+	}
+	// offset returns the jump offset from instruction i to label l.
+	offset := func(i int, l string) (uint32, error) {
+		if l == "" {
+			return 0, nil
+		}
+		t, ok := at[l]
+		if !ok || t <= i {
+			return 0, fmt.Errorf("afpacket: filter instruction %d: no forward label %q", i, l)
+		}
+		return uint32(t - i - 1), nil
+	}
+	out := make([]unix.SockFilter, len(prog))
+	for i, s := range prog {
+		jt, err := offset(i, s.jt)
+		if err != nil {
+			return nil, err
+		}
+		jf, err := offset(i, s.jf)
+		if err != nil {
+			return nil, err
+		}
+		if jt > 255 || jf > 255 {
+			return nil, fmt.Errorf("afpacket: filter instruction %d: jump too far", i)
+		}
+		out[i] = unix.SockFilter{Code: s.code, Jt: uint8(jt), Jf: uint8(jf), K: s.k}
+	}
+	return out, nil
+}
+
+// Instruction codes the filters use.
+const (
+	ldhAbs  = unix.BPF_LD | unix.BPF_H | unix.BPF_ABS   // A = 16 bits at [k]
+	ldhInd  = unix.BPF_LD | unix.BPF_H | unix.BPF_IND   // A = 16 bits at [X+k]
+	ldbInd  = unix.BPF_LD | unix.BPF_B | unix.BPF_IND   // A = 8 bits at [X+k]
+	ldxImm  = unix.BPF_LDX | unix.BPF_W | unix.BPF_IMM  // X = k
+	andK    = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K  // A &= k
+	lshK    = unix.BPF_ALU | unix.BPF_LSH | unix.BPF_K  // A <<= k
+	addX    = unix.BPF_ALU | unix.BPF_ADD | unix.BPF_X  // A += X
+	tax     = unix.BPF_MISC | unix.BPF_TAX              // X = A
+	jeqK    = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K  // A == k ? jt : jf
+	jsetK   = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K // A & k != 0 ? jt : jf
+	retK    = unix.BPF_RET | unix.BPF_K                 // accept k bytes (0: drop)
+	roceUDP = 4791
+)
+
+// roceFilter returns the cBPF program that keeps snapLen bytes of the
+// frames rocescope analyzes and drops the rest. It sees frames as the
+// packet socket receives them: when the kernel has taken the outermost VLAN
+// tag out of the frame, the program sees the frame without it, and any
+// further tags are still in the data. It accepts, after zero, one or two
+// 802.1Q/802.1ad tags left in the data:
+//   - ethertype 0x8915 (RoCEv1) and 0x8808 (MAC control: PFC, pause);
+//   - IPv4 with protocol 47 (GRE: ERSPAN and GRE mirror traffic), or
+//     protocol 17 to destination port 4791 in the first fragment, the UDP
+//     header found through the IHL (options allowed);
+//   - IPv6 with next header 47, or 17 to destination port 4791 (extension
+//     headers are not followed: RoCEv2 does not use them).
+//
+// A load past the end of the frame drops the frame, so truncated headers
+// are rejected.
+func roceFilter(snapLen uint32) ([]unix.SockFilter, error) {
+	return assemble([]step{
+		{code: ldxImm, k: 0},                               // X = bytes of VLAN tags before the ethertype: none yet
+		{code: ldhAbs, k: 12},                              // A = ethertype or TPID after the MAC addresses
+		{code: jeqK, k: 0x8100, jt: "tag1"},                // 802.1Q tag?
+		{code: jeqK, k: 0x88a8, jt: "tag1", jf: "type"},    // 802.1ad tag? otherwise A is the ethertype
+		{label: "tag1", code: ldxImm, k: 4},                // X = one tag
+		{code: ldhAbs, k: 16},                              // A = the type after the first tag
+		{code: jeqK, k: 0x8100, jt: "tag2"},                // second tag?
+		{code: jeqK, k: 0x88a8, jt: "tag2", jf: "type"},    //
+		{label: "tag2", code: ldxImm, k: 8},                // X = two tags
+		{code: ldhAbs, k: 20},                              // A = the type after the second tag
+		{label: "type", code: jeqK, k: 0x8915, jt: "keep"}, // RoCEv1
+		{code: jeqK, k: 0x8808, jt: "keep"},                // MAC control (PFC, pause)
+		{code: jeqK, k: 0x0800, jt: "ipv4"},                // IPv4
+		{code: jeqK, k: 0x86dd, jt: "ipv6", jf: "drop"},    // IPv6, or nothing we want
+		{label: "ipv4", code: ldbInd, k: 14 + 9},           // A = IPv4 protocol
+		{code: jeqK, k: unix.IPPROTO_GRE, jt: "keep"},      // GRE mirror traffic
+		{code: jeqK, k: unix.IPPROTO_UDP, jf: "drop"},      // anything but UDP: drop
+		{code: ldhInd, k: 14 + 6},                          // A = flags and fragment offset
+		{code: jsetK, k: 0x1fff, jt: "drop"},               // not the first fragment: no UDP header
+		{code: ldbInd, k: 14},                              // A = version and IHL
+		{code: andK, k: 0x0f},                              // A = IHL (32-bit words)
+		{code: lshK, k: 2},                                 // A = IPv4 header bytes
+		{code: addX},                                       // A += tag bytes
+		{code: tax},                                        // X = offset of the UDP header less 14
+		{code: ldhInd, k: 14 + 2},                          // A = UDP destination port
+		{code: jeqK, k: roceUDP, jt: "keep", jf: "drop"},   // RoCEv2?
+		{label: "ipv6", code: ldbInd, k: 14 + 6},           // A = IPv6 next header
+		{code: jeqK, k: unix.IPPROTO_GRE, jt: "keep"},      // GRE mirror traffic
+		{code: jeqK, k: unix.IPPROTO_UDP, jf: "drop"},      // anything but UDP: drop
+		{code: ldhInd, k: 14 + 40 + 2},                     // A = UDP destination port
+		{code: jeqK, k: roceUDP, jt: "keep", jf: "drop"},   // RoCEv2?
+		{label: "keep", code: retK, k: snapLen},            // accept snapLen bytes
+		{label: "drop", code: retK, k: 0},                  // drop
+	})
+}
+
+// snapFilter returns the one-instruction program that keeps snapLen bytes
+// of every frame.
+func snapFilter(snapLen uint32) []unix.SockFilter {
+	return []unix.SockFilter{{Code: retK, K: snapLen}}
+}
