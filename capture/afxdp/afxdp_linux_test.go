@@ -290,22 +290,31 @@ func TestCloseUnblocksNextLive(t *testing.T) {
 	}
 }
 
-// TestOpenCleansUpLive opens queues 0 and 1 on a veth that has one queue:
-// binding queue 1 fails, and Open must leave no program attached.
+// TestOpenCleansUpLive makes Open fail after the program is attached: on
+// queue 1 of a veth that has one queue, and with zero-copy required where
+// veth cannot do it. The error must say why, and no program may be left.
 func TestOpenCleansUpLive(t *testing.T) {
 	p := netnstest.New(t)
-	err := p.Do(p.NSB, func() error {
-		g, err := Open(p.IfB, &Config{Queues: []int{0, 1}})
-		if err == nil {
-			g.Close()
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Queues: []int{0, 1}}, "queue 1: copy-mode socket: bind: invalid argument"},
+		{Config{Queues: []int{0}, ZeroCopy: "on"}, "queue 0: zero-copy socket: bind: operation not supported"},
+	} {
+		err := p.Do(p.NSB, func() error {
+			g, err := Open(p.IfB, &c.cfg)
+			if err == nil {
+				g.Close()
+			}
+			return err
+		})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Open(%+v) = %v, want an error containing %q", c.cfg, err, c.want)
 		}
-		return err
-	})
-	if err == nil || !strings.Contains(err.Error(), "queue 1") {
-		t.Fatalf("Open(queues 0 and 1 on a one-queue veth) = %v, want an error about queue 1", err)
-	}
-	if xdpAttached(t, p.NSB, p.IfB) {
-		t.Errorf("ip shows an XDP program on %s after the failed Open", p.IfB)
+		if xdpAttached(t, p.NSB, p.IfB) {
+			t.Fatalf("ip shows an XDP program on %s after the failed Open(%+v)", p.IfB, c.cfg)
+		}
 	}
 }
 
