@@ -207,6 +207,9 @@ var opFlags = func() (t [256]uint16) {
 			set(low == 0 || low == 1 || low == 6 || low == 7 || low == 13 || low == 14, evFullMTU)
 			// READ response First (13) and Only (16) answer the request.
 			set(low == 13 || low == 16, evReadRespHead)
+			// SEND Only (4, 5, 23), WRITE Only (10, 11), READ response
+			// Only (16) carry at most the path MTU.
+			set(low == 4 || low == 5 || low == 23 || low == 10 || low == 11 || low == 16, evOnly)
 		}
 	}
 	return t

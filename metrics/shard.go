@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"math/bits"
+
 	"github.com/rocescope/rocescope/decode"
 )
 
@@ -38,12 +40,14 @@ const (
 	evSQP                             // sqp holds the DETH source QP
 	evFullMTU                         // First or Middle packet: payload is exactly the path MTU
 	evReadResp                        // any READ response
+	evOnly                            // ONLY opcode: the payload is at most the path MTU
 )
 
 const (
 	psnMask  = 1<<24 - 1
 	psnHalf  = 1 << 23
-	minPMTU  = 256 // smallest InfiniBand path MTU
+	minPMTU  = 256  // smallest InfiniBand path MTU
+	maxPMTU  = 4096 // largest InfiniBand path MTU
 	pendSize = 8   // outstanding requests remembered per flow for latency
 )
 
@@ -79,6 +83,7 @@ type entry struct {
 	epsn    uint32 // expected PSN of the next request
 	slack   uint32 // PSNs the next request may skip without a gap
 	pmtu    uint32 // path MTU learned from full-size packets, 0 if unknown
+	pmtuMin uint32 // lower bound of the path MTU from ONLY packets, 0 if none
 	sport   uint16
 	flags   uint8
 	pendAt  uint8 // next pending slot to overwrite
@@ -263,7 +268,7 @@ func (s *shard) handle(ev *event) {
 	if f&evSQP != 0 {
 		e.sqp, e.flags = ev.sqp, e.flags|entSQPKnown
 	}
-	if f&evFullMTU != 0 {
+	if f&(evFullMTU|evOnly) != 0 {
 		s.learnMTU(e, ev)
 	}
 	if f&evRequest != 0 {
@@ -361,15 +366,25 @@ func (s *shard) untracked(win *Window, ev *event) {
 	win.Top.Update(ev.hash, ev.key, uint64(ev.wire))
 }
 
-// learnMTU records the path MTU a full-size First or Middle packet shows:
-// on the flow itself for requests, on the requester's flow for READ
-// responses.
+// learnMTU records what a packet tells about the path MTU, on the flow
+// itself for requests and on the requester's flow for READ responses: a
+// full-size First or Middle packet shows it exactly, an ONLY packet bounds
+// it from below (the path MTU is a power of two from 256 to 4096).
 func (s *shard) learnMTU(e *entry, ev *event) {
+	req := e
 	switch {
 	case ev.flags&evRequest != 0:
-		e.pmtu = ev.payload
 	case ev.flags&evReadResp != 0 && e.peer >= 0:
-		s.tab.entries[e.peer].pmtu = ev.payload
+		req = &s.tab.entries[e.peer]
+	default:
+		return
+	}
+	if ev.flags&evFullMTU != 0 {
+		req.pmtu = ev.payload
+		return
+	}
+	if lo := min(maxPMTU, uint32(1)<<bits.Len32(max(ev.payload, minPMTU)-1)); lo > req.pmtuMin {
+		req.pmtuMin = lo
 	}
 }
 
@@ -394,11 +409,15 @@ func (s *shard) trackPSN(e *entry, fw *flowWin, win *Window, ev *event) {
 	e.flags |= entPSNValid
 	n, slack := uint32(1), uint32(0)
 	if ev.flags&evReadReq != 0 {
-		// A READ request consumes one PSN per response packet.
+		// A READ request consumes one PSN per response packet: exactly
+		// known with the path MTU, else between the counts the largest
+		// MTU and the smallest possible one give.
+		packets := func(mtu uint32) uint32 { return max(1, (ev.dmaLen+mtu-1)/mtu) }
 		if e.pmtu >= minPMTU {
-			n = max(1, (ev.dmaLen+e.pmtu-1)/e.pmtu)
+			n = packets(e.pmtu)
 		} else {
-			slack = max(1, (ev.dmaLen+minPMTU-1)/minPMTU) - 1
+			n = packets(maxPMTU)
+			slack = packets(max(minPMTU, e.pmtuMin)) - n
 		}
 	}
 	e.epsn, e.slack = (ev.psn+n)&psnMask, slack
