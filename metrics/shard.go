@@ -48,7 +48,7 @@ const (
 	psnHalf  = 1 << 23
 	minPMTU  = 256  // smallest InfiniBand path MTU
 	maxPMTU  = 4096 // largest InfiniBand path MTU
-	pendSize = 8   // outstanding requests remembered per flow for latency
+	pendSize = 8    // outstanding requests remembered per flow for latency
 )
 
 // Pending request kinds.
