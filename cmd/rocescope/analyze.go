@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rocescope/rocescope/capture"
+	"github.com/rocescope/rocescope/metrics"
+)
+
+// analysis is one run of the engine with its outputs: what replay and
+// capture share.
+type analysis struct {
+	opts     *reportOptions
+	live     bool
+	progress func() string // extra progress text (percent of file), or nil
+}
+
+// run analyzes the frames of sources and writes the reports and states.
+func (a *analysis) run(ctx context.Context, e *env, sources []capture.Source) (err error) {
+	cfg, err := a.opts.config(a.live)
+	if err != nil {
+		return err
+	}
+	eng, err := metrics.New(cfg)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	ecfg := eng.Config()
+	reporter, err := metrics.NewReporter(&ecfg)
+	if err != nil {
+		return err
+	}
+	sink, closeSink, err := a.opts.sink(e)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, closeSink()) }()
+	var states *metrics.StateWriter
+	if a.opts.stateOut != "" {
+		if states, err = metrics.NewStateWriter(a.opts.stateOut, &ecfg); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, states.Close()) }()
+	}
+	var prom *metrics.Prometheus
+	if a.opts.prometheus != "" {
+		if prom, err = metrics.ServePrometheus(listenAddr(a.opts.prometheus)); err != nil {
+			return err
+		}
+		defer prom.Close()
+		fmt.Fprintf(e.stderr, "rocescope: serving metrics on http://%s/metrics\n", prom.Addr())
+	}
+	stopProgress := a.showProgress(e, eng)
+	defer stopProgress()
+
+	return eng.Run(ctx, sources, func(w *metrics.Window) error {
+		if states != nil {
+			if err := states.Write(w); err != nil {
+				return err
+			}
+		}
+		r := reporter.Build(w)
+		if prom != nil {
+			prom.Update(r)
+		}
+		return sink.Write(r)
+	})
+}
+
+// listenAddr binds a bare ":port" to the loopback address, so that metrics
+// are not exposed by accident.
+func listenAddr(addr string) string {
+	if strings.HasPrefix(addr, ":") {
+		return "127.0.0.1" + addr
+	}
+	return addr
+}
+
+// showProgress prints a progress line on standard error every half second
+// while it is a terminal, and returns the function that stops it.
+func (a *analysis) showProgress(e *env, eng *metrics.Engine) func() {
+	f, ok := e.stderr.(*os.File)
+	if !a.opts.progress || !ok || !isTerminal(f) {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		start, last, lastN := time.Now(), time.Now(), uint64(0)
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				fmt.Fprint(f, "\r\033[K")
+				return
+			case now := <-t.C:
+				n := eng.Frames()
+				rate := float64(n-lastN) / now.Sub(last).Seconds()
+				last, lastN = now, n
+				extra := ""
+				if a.progress != nil {
+					extra = "  " + a.progress()
+				}
+				fmt.Fprintf(f, "\r\033[Krocescope: %d frames  %.2f Mpps  %s%s", n, rate/1e6, now.Sub(start).Round(time.Second), extra)
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}

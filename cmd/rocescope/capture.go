@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/rocescope/rocescope/capture"
+	"github.com/rocescope/rocescope/capture/afpacket"
+	"github.com/rocescope/rocescope/capture/afxdp"
+)
+
+func captureCommand() *command {
+	return &command{
+		name:    "capture",
+		args:    "",
+		summary: "analyze live traffic from a mirror port (AF_XDP, AF_PACKET, libpcap)",
+		about: `Capture reads frames from a network interface, usually the port a switch
+mirrors RoCE traffic to (SPAN or ERSPAN), and writes one report per window, as
+replay does. Windows close on the wall clock: a window is reported once its
+end plus --lateness has passed. Frames the kernel or the capture rings dropped
+are reported in each window as kernel_drops; nothing is dropped silently.
+
+Modes:
+  afxdp     AF_XDP sockets, one per RX queue (--queues); an XDP program built
+            in Go redirects RoCEv2, RoCEv1, ERSPAN/GRE and PFC frames to them
+            and passes the rest to the kernel. Driver mode, else generic.
+  afpacket  TPACKET_V3 ring with a kernel filter for the same traffic, one
+            socket per worker in a fanout group.
+  pcap      libpcap (only in binaries built with -tags pcap); also opens RDMA
+            devices such as mlx5_0 where libpcap supports them.
+The default, auto, tries AF_XDP and falls back to AF_PACKET, saying why.
+Capturing needs root (or CAP_NET_RAW, and CAP_NET_ADMIN with CAP_BPF for
+AF_XDP).`,
+		example: `  sudo rocescope capture -i eth1
+  sudo rocescope capture -i eth1 --mode afpacket --workers 4 --duration 60s -o flows.jsonl
+  sudo rocescope capture -i eth1 --mode afxdp --queues 0-3 --state-out /shared/states/
+  sudo rocescope capture -i eth1 --all --prometheus :9100`,
+		flags: func(fs *pflag.FlagSet) runner {
+			var o reportOptions
+			o.bind(fs)
+			iface := fs.StringP("interface", "i", "", "interface to capture on (required)")
+			mode := fs.String("mode", "auto", "capture mode: auto, afxdp, afpacket or pcap")
+			queues := fs.String("queues", "", "AF_XDP: RX queues to attach to, such as 0 or 0-3 or 0,2 (default: all)")
+			duration := fs.Duration("duration", 0, "stop after this long (default: until interrupted)")
+			all := fs.Bool("all", false, "capture every frame, not only RoCE, PFC and mirror traffic, so that other_packets counts the rest")
+			return func(ctx context.Context, e *env, args []string) error {
+				if len(args) > 0 {
+					return usagef("capture takes no arguments (use -i IFACE), got %q", args)
+				}
+				if *iface == "" {
+					return usagef("-i IFACE is required")
+				}
+				qs, err := parseQueues(*queues)
+				if err != nil {
+					return err
+				}
+				if *duration < 0 {
+					return usagef("--duration %v: want 0 or more", *duration)
+				}
+				l, err := openLive(e, *mode, *iface, qs, o.workers, *all)
+				if err != nil {
+					return err
+				}
+				defer l.Close()
+				fmt.Fprintf(e.stderr, "rocescope capture: %s on %s\n", l.Describe(), *iface)
+				if *duration > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, *duration)
+					defer cancel()
+				}
+				a := &analysis{opts: &o, live: true}
+				err = a.run(ctx, e, l.Sources())
+				if errors.Is(err, context.DeadlineExceeded) {
+					err = nil // --duration ran out: a normal end
+				}
+				return err
+			}
+		},
+	}
+}
+
+// live is an open live capture: one source per queue or socket.
+type live interface {
+	Sources() []capture.Source
+	Describe() string
+	Close() error
+}
+
+// openPcap opens a libpcap capture; it is set by capture_pcap.go in
+// binaries built with the pcap tag.
+var openPcap func(iface string, all bool) (live, error)
+
+// openLive opens iface in the given mode; auto tries AF_XDP, then AF_PACKET.
+func openLive(e *env, mode, iface string, queues []int, workers int, all bool) (live, error) {
+	afp := func() (live, error) {
+		return afpacket.Open(iface, &afpacket.Config{Sockets: workers, All: all})
+	}
+	xdp := func() (live, error) {
+		return afxdp.Open(iface, &afxdp.Config{Queues: queues, All: all})
+	}
+	switch mode {
+	case "afxdp":
+		return xdp()
+	case "afpacket":
+		return afp()
+	case "pcap":
+		if openPcap == nil {
+			return nil, errors.New("this rocescope was built without libpcap: rebuild with 'go build -tags pcap ./cmd/rocescope' (needs libpcap-dev)")
+		}
+		return openPcap(iface, all)
+	case "auto":
+		l, err := xdp()
+		if err == nil {
+			return l, nil
+		}
+		fmt.Fprintf(e.stderr, "rocescope capture: AF_XDP unavailable (%v); using AF_PACKET\n", err)
+		return afp()
+	}
+	return nil, usagef("--mode %q: want auto, afxdp, afpacket or pcap", mode)
+}
+
+// parseQueues reads a queue list such as "0", "0-3" or "0,2,5-7".
+func parseQueues(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var qs []int
+	for part := range strings.SplitSeq(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err1 := strconv.Atoi(lo)
+		b := a
+		var err2 error
+		if isRange {
+			b, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil || a < 0 || b < a || b > 1023 {
+			return nil, usagef("--queues %q: want queue numbers such as 0, 0-3 or 0,2,5-7", s)
+		}
+		for q := a; q <= b; q++ {
+			qs = append(qs, q)
+		}
+	}
+	return qs, nil
+}

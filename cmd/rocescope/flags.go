@@ -1,0 +1,244 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"gopkg.in/yaml.v3"
+
+	"github.com/rocescope/rocescope/metrics"
+)
+
+// rate is a flag value in bits per second that accepts SI suffixes:
+// 10M, 2.5G, 400Gbps.
+type rate float64
+
+func (r *rate) String() string { return formatRate(float64(*r)) }
+
+func (r *rate) Type() string { return "rate" }
+
+func (r *rate) Set(s string) error {
+	v, err := parseRate(s)
+	if err != nil {
+		return err
+	}
+	*r = rate(v)
+	return nil
+}
+
+// parseRate reads a rate in bits per second: a number with an optional k,
+// M, G or T suffix (powers of 1000) and an optional "bps" or "b/s".
+func parseRate(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	for _, unit := range []string{"bps", "b/s", "bit/s"} {
+		if strings.HasSuffix(strings.ToLower(t), unit) {
+			t = t[:len(t)-len(unit)]
+			break
+		}
+	}
+	mult := 1.0
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'k', 'K':
+			mult = 1e3
+		case 'M':
+			mult = 1e6
+		case 'G', 'g':
+			mult = 1e9
+		case 'T', 't':
+			mult = 1e12
+		}
+		if mult != 1 {
+			t = t[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("%q is not a rate: want bits per second such as 400M, 2.5G or 100Gbps", s)
+	}
+	return v * mult, nil
+}
+
+func formatRate(v float64) string {
+	for _, u := range []struct {
+		m float64
+		s string
+	}{{1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}} {
+		if v >= u.m && v == float64(int64(v/u.m))*u.m {
+			return strconv.FormatInt(int64(v/u.m), 10) + u.s
+		}
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
+}
+
+// reportOptions are the flags every command that writes reports shares.
+type reportOptions struct {
+	window       time.Duration
+	lateness     time.Duration
+	top          int
+	elephantRate rate
+	jitterRate   rate
+	workers      int
+	tableSize    int
+	exact        bool
+	host         string
+	format       string
+	output       string
+	prometheus   string
+	stateOut     string
+	rocePort     uint16
+	progress     bool
+}
+
+// bind registers the report flags on fs. config is registered by
+// applyConfigFile's caller convention: every command has --config.
+func (o *reportOptions) bind(fs *pflag.FlagSet) {
+	o.elephantRate = rate(metrics.DefaultElephantRate)
+	o.jitterRate = rate(metrics.DefaultJitterRate)
+	fs.DurationVar(&o.window, "window", metrics.DefaultWindow, "window length; windows are aligned to multiples of it since the Unix epoch")
+	fs.DurationVar(&o.lateness, "lateness", 0, "how long after its end a window still takes late frames (default window/10)")
+	fs.IntVar(&o.top, "top", metrics.DefaultTop, "flows in each window's top list")
+	fs.Var(&o.elephantRate, "elephant-rate", "a flow at or above this rate in a window is an elephant (bits/s; 10M, 2.5G, 400G)")
+	fs.Var(&o.jitterRate, "jitter-rate", "an elephant whose rate changes by this much between adjacent windows is a jitter flow (bits/s)")
+	fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "worker goroutines (flows are sharded by connection)")
+	fs.IntVar(&o.tableSize, "table-size", metrics.DefaultTableSize, "QP table capacity in flows; flows beyond it are counted by the sketches only")
+	fs.BoolVar(&o.exact, "exact", false, "list every flow and print the sketches' measured error next to their estimates")
+	fs.StringVar(&o.host, "host", "", "host name written into reports and states (default: this machine's name)")
+	fs.StringVar(&o.format, "format", "", "report format: jsonl, csv or table (default: table on a terminal, jsonl otherwise)")
+	fs.StringVarP(&o.output, "output", "o", "-", "write reports to this file (- is standard output)")
+	fs.StringVar(&o.prometheus, "prometheus", "", "serve current totals on http://ADDR/metrics (\":9100\" binds 127.0.0.1:9100; give a host to bind elsewhere)")
+	fs.StringVar(&o.stateOut, "state-out", "", "write each window's mergeable state to this file, or to one file per window if it is a directory")
+	fs.Uint16Var(&o.rocePort, "roce-port", metrics.DefaultRoCEPort, "UDP destination port of RoCEv2")
+	fs.BoolVar(&o.progress, "progress", true, "show progress on standard error when it is a terminal")
+	fs.String("config", "", "read flag values from this YAML file (keys are flag names; flags on the command line win)")
+}
+
+// config returns the engine configuration the flags describe.
+func (o *reportOptions) config(live bool) (*metrics.Config, error) {
+	if o.workers < 1 {
+		return nil, usagef("--workers %d: want at least 1", o.workers)
+	}
+	if o.top < 0 {
+		return nil, usagef("--top %d: want 0 or more", o.top)
+	}
+	if o.window < time.Millisecond {
+		return nil, usagef("--window %v: want at least 1ms", o.window)
+	}
+	if o.lateness < 0 || o.lateness > o.window {
+		return nil, usagef("--lateness %v: want between 0 and the window (%v)", o.lateness, o.window)
+	}
+	return &metrics.Config{
+		Host:         o.host,
+		Window:       o.window,
+		Lateness:     o.lateness,
+		Workers:      o.workers,
+		TableSize:    o.tableSize,
+		Top:          o.top,
+		ElephantRate: float64(o.elephantRate),
+		JitterRate:   float64(o.jitterRate),
+		RoCEPort:     o.rocePort,
+		Exact:        o.exact,
+		Live:         live,
+	}, nil
+}
+
+// sink opens the report output and returns the sink and a function that
+// flushes and closes it.
+func (o *reportOptions) sink(e *env) (metrics.Sink, func() error, error) {
+	var w io.Writer = e.stdout
+	closeFn := func() error { return nil }
+	terminal := false
+	if o.output == "-" || o.output == "" {
+		if f, ok := e.stdout.(*os.File); ok {
+			terminal = isTerminal(f)
+		}
+	} else {
+		f, err := os.Create(o.output)
+		if err != nil {
+			return nil, nil, fmt.Errorf("report output: %w", err)
+		}
+		w, closeFn = f, f.Close
+	}
+	format := o.format
+	if format == "" {
+		format = "jsonl"
+		if terminal {
+			format = "table"
+		}
+	}
+	var s metrics.Sink
+	switch format {
+	case "jsonl", "json":
+		s = metrics.NewJSONLines(w)
+	case "csv":
+		s = metrics.NewCSV(w)
+	case "table":
+		s = metrics.NewTable(w)
+	default:
+		closeFn()
+		return nil, nil, usagef("--format %q: want jsonl, csv or table", format)
+	}
+	return s, func() error { return errors.Join(s.Flush(), closeFn()) }, nil
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// applyConfigFile sets every flag named in the YAML file of --config that
+// the command line did not set. Unknown keys are an error that lists the
+// accepted ones.
+func applyConfigFile(fs *pflag.FlagSet) error {
+	cf := fs.Lookup("config")
+	if cf == nil || cf.Value.String() == "" {
+		return nil
+	}
+	path := cf.Value.String()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("--config %s: %w", path, err)
+	}
+	for k, v := range m {
+		f := fs.Lookup(k)
+		if f == nil || k == "config" {
+			var known []string
+			fs.VisitAll(func(f *pflag.Flag) {
+				if f.Name != "config" {
+					known = append(known, f.Name)
+				}
+			})
+			return fmt.Errorf("--config %s: unknown key %q (keys are flag names: %s)", path, k, strings.Join(known, ", "))
+		}
+		if f.Changed {
+			continue
+		}
+		var s string
+		switch v := v.(type) {
+		case []any:
+			parts := make([]string, len(v))
+			for i, x := range v {
+				parts[i] = fmt.Sprint(x)
+			}
+			s = strings.Join(parts, ",")
+		default:
+			s = fmt.Sprint(v)
+		}
+		if err := fs.Set(k, s); err != nil {
+			return fmt.Errorf("--config %s: key %q: %w", path, k, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/rocescope/rocescope/capture"
+	"github.com/rocescope/rocescope/capture/file"
+)
+
+func replayCommand() *command {
+	return &command{
+		name:    "replay",
+		args:    "FILE...",
+		summary: "analyze capture files (pcap, pcapng, ibdump, gzip; - for stdin)",
+		about: `Replay reads capture files in a row and writes one report per window. Windows
+are aligned to multiples of --window since the Unix epoch by packet time, so
+replays are deterministic and hosts agree on window boundaries. Formats are
+recognized by their magic: classic pcap (µs or ns), pcapng, ibdump output
+(Ethernet or ERF link type) and gzip-compressed files.
+
+Damaged files stop the replay with an error naming the file and byte offset;
+with --keep-going the damaged records are counted and the replay goes on.`,
+		example: `  rocescope replay trace.pcap
+  rocescope replay --window 100ms --elephant-rate 10G --top 50 a.pcap b.pcapng.gz
+  rocescope replay --format csv -o flows.csv --exact trace.pcap
+  rocescope replay --state-out states/ trace.pcap   # then: rocescope merge states/*
+  tcpdump -w - -i eth1 udp port 4791 | rocescope replay -`,
+		flags: func(fs *pflag.FlagSet) runner {
+			var o reportOptions
+			o.bind(fs)
+			keepGoing := fs.Bool("keep-going", false, "count damaged records and go on instead of stopping at the first")
+			return func(ctx context.Context, e *env, args []string) error {
+				if len(args) == 0 {
+					return usagef("no capture file given")
+				}
+				src, err := file.Open(args, &file.Options{KeepGoing: *keepGoing})
+				if err != nil {
+					return err
+				}
+				defer src.Close()
+				a := &analysis{opts: &o, progress: func() string { return progressText(src.Progress()) }}
+				err = a.run(ctx, e, []capture.Source{src})
+				if st := src.Stats(); st.Errors > 0 {
+					fmt.Fprintf(e.stderr, "rocescope replay: %d damaged records skipped\n", st.Errors)
+				}
+				return err
+			}
+		},
+	}
+}
+
+// progressText describes how far a replay got.
+func progressText(p file.Progress) string {
+	s := fmt.Sprintf("file %d/%d", p.File+1, p.Files)
+	if p.Total > 0 {
+		s += fmt.Sprintf(" %.0f%%", 100*float64(p.Done)/float64(p.Total))
+	}
+	return s
+}
