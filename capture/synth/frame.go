@@ -138,17 +138,27 @@ func writeL2(b []byte, h *l2, proto uint8, plen int) (ipOff, off int) {
 // checksum returns the Internet checksum of b added to the partial sum
 // sum.
 func checksum(b []byte, sum uint32) uint16 {
-	for len(b) >= 2 {
-		sum += uint32(b[0])<<8 | uint32(b[1])
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		sum += uint32(b[0]) << 8
-	}
+	sum = sum16(b, sum)
 	for sum>>16 != 0 {
 		sum = sum&0xffff + sum>>16
 	}
 	return ^uint16(sum)
+}
+
+// sum16 adds the big-endian 16-bit words of b (a last odd byte padded
+// with zero) to sum, folding the carries.
+func sum16(b []byte, sum uint32) uint32 {
+	for len(b) >= 2 {
+		sum += uint32(b[0])<<8 | uint32(b[1])
+		b = b[2:]
+		if sum >= 1<<31 {
+			sum = sum&0xffff + sum>>16
+		}
+	}
+	if len(b) == 1 {
+		sum += uint32(b[0]) << 8
+	}
+	return sum
 }
 
 // pseudoSum returns the partial checksum of the IPv4 or IPv6 pseudo-header
@@ -244,12 +254,13 @@ func (s *Source) writeRoCE(b []byte, p *packet) (wire, captured int) {
 		binary.BigEndian.PutUint32(e[0:], p.imm)
 	}
 	pay := bth + tl
-	n := copy(b[pay:min(len(b), pay+p.payload)], s.pattern[p.payOff:])
-	if end := pay + p.payload + pad; end <= len(b) && n == p.payload {
-		clear(b[pay+p.payload : end])
-		if end+4 <= len(b) {
-			binary.LittleEndian.PutUint32(b[end:], icrc(b, ipOff, udpOff, end, c.v6))
-		}
+	end := pay + p.payload + pad
+	copy(b[pay:min(len(b), pay+p.payload)], s.pattern[p.payOff:p.payOff+p.payload])
+	clear(b[min(len(b), pay+p.payload):min(len(b), end)])
+	if end < len(b) { // the ICRC is (partly) captured: the bytes it covers are all there
+		var crc [4]byte
+		binary.LittleEndian.PutUint32(crc[:], icrc(b, ipOff, udpOff, end, c.v6))
+		copy(b[end:], crc[:])
 	}
 	return finish(b, wire)
 }
@@ -360,13 +371,14 @@ func (s *Source) writeBackground(b []byte, g *background) (wire, captured int) {
 		seg[6], seg[7] = 0, 0
 	}
 	pay := off + hl
-	copy(b[pay:min(len(b), pay+g.payload)], s.pattern[g.payOff:])
-	if wire <= len(b) {
-		sum := checksum(b[off:wire], pseudoSum(&g.l2, proto, n))
-		if sum == 0 && proto == 17 {
-			sum = 0xffff
-		}
-		binary.BigEndian.PutUint16(seg[ck:], sum)
+	data := s.pattern[g.payOff : g.payOff+g.payload]
+	copy(b[pay:min(len(b), pay+g.payload)], data)
+	// The checksum covers the whole payload, captured or not; the header
+	// length is even, so the payload's words follow the header's.
+	sum := checksum(data, sum16(seg, pseudoSum(&g.l2, proto, n)))
+	if sum == 0 && proto == 17 {
+		sum = 0xffff
 	}
+	binary.BigEndian.PutUint16(seg[ck:], sum)
 	return finish(b, wire)
 }
