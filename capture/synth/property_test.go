@@ -44,9 +44,9 @@ func TestGoBackN(t *testing.T) {
 		k   synth.FlowKey
 		psn uint32
 	}
-	first := map[fk][]byte{}            // first transmission of each request PSN
-	inRun := map[synth.FlowKey]bool{}   // the flow's last request was a retransmission
-	naks := map[dirKey][]uint32{}       // PSNs of NAKs and RNR NAKs not yet followed by a run
+	first := map[fk][]byte{}          // first transmission of each request PSN
+	inRun := map[synth.FlowKey]bool{} // the flow's last request was a retransmission
+	naks := map[dirKey][]uint32{}     // PSNs of NAKs and RNR NAKs not yet followed by a run
 	perWin := map[int64]map[synth.FlowKey]uint64{}
 	var runs, nakCount int
 	for i := range frames {
