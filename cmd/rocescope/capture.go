@@ -55,6 +55,9 @@ AF_XDP).`,
 				if *iface == "" {
 					return usagef("-i IFACE is required")
 				}
+				if err := o.check(); err != nil {
+					return err
+				}
 				qs, err := parseQueues(*queues)
 				if err != nil {
 					return err

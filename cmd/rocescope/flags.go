@@ -149,6 +149,19 @@ func (o *reportOptions) config(live bool) (*metrics.Config, error) {
 	}, nil
 }
 
+// check validates the flags before any input is opened, so that a mistake
+// on the command line is reported as one (exit status 2) whatever the input.
+func (o *reportOptions) check() error {
+	if _, err := o.config(false); err != nil {
+		return err
+	}
+	switch o.format {
+	case "", "jsonl", "json", "csv", "table":
+		return nil
+	}
+	return usagef("--format %q: want jsonl, csv or table", o.format)
+}
+
 // sink opens the report output and returns the sink and a function that
 // flushes and closes it.
 func (o *reportOptions) sink(e *env) (metrics.Sink, func() error, error) {

@@ -36,6 +36,9 @@ with --keep-going the damaged records are counted and the replay goes on.`,
 				if len(args) == 0 {
 					return usagef("no capture file given")
 				}
+				if err := o.check(); err != nil {
+					return err
+				}
 				src, err := file.Open(args, &file.Options{KeepGoing: *keepGoing})
 				if err != nil {
 					return err

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rocescope/rocescope/capture/synth"
+	"github.com/rocescope/rocescope/decode"
+)
+
+// runCLI runs the command line in-process and returns its exit status and
+// outputs.
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb}, args)
+	return code, out.String(), errb.String()
+}
+
+func TestHelpTeaches(t *testing.T) {
+	code, out, _ := runCLI(t, "help")
+	if code != 0 {
+		t.Fatalf("help: exit %d", code)
+	}
+	for _, c := range commands() {
+		if !strings.Contains(out, "  "+c.name+" ") {
+			t.Errorf("help does not list %q:\n%s", c.name, out)
+		}
+		code, usage, _ := runCLI(t, c.name, "--help")
+		if code != 0 || !strings.HasPrefix(usage, "Usage: rocescope "+c.name) {
+			t.Errorf("%s --help: exit %d:\n%s", c.name, code, usage)
+		}
+		if c.name != "version" && !strings.Contains(usage, "Examples:") {
+			t.Errorf("%s --help has no examples", c.name)
+		}
+		if code, again, _ := runCLI(t, "help", c.name); code != 0 || again != usage {
+			t.Errorf("help %s differs from %s --help", c.name, c.name)
+		}
+	}
+}
+
+func TestUsageErrorsExit2(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string // in the one-line message
+	}{
+		{nil, "Usage: rocescope COMMAND"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"replay", "--no-such-flag", "x.pcap"}, "unknown flag: --no-such-flag"},
+		{[]string{"replay", "--elephant-rate", "fast", "x.pcap"}, "want bits per second such as 400M"},
+		{[]string{"replay", "--window", "0s", "x.pcap"}, "--window 0s: want at least 1ms"},
+		{[]string{"replay", "--workers", "0", "x.pcap"}, "--workers 0: want at least 1"},
+		{[]string{"replay"}, "no capture file given"},
+		{[]string{"replay", "--format", "xml", filepath.Join(dir, "x.pcap")}, `--format "xml": want jsonl, csv or table`},
+		{[]string{"gen"}, "no output file"},
+		{[]string{"gen", "--packets", "0", "x.pcap"}, "--packets 0: want at least 1"},
+		{[]string{"capture"}, "-i IFACE is required"},
+		{[]string{"capture", "-i", "eth9", "--queues", "3-1"}, `--queues "3-1"`},
+		{[]string{"capture", "-i", "eth9", "--mode", "magic"}, `--mode "magic"`},
+		{[]string{"merge"}, "no state file or directory given"},
+		{[]string{"help", "nothing"}, `no command "nothing"`},
+	} {
+		code, _, stderr := runCLI(t, tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.want)
+		}
+		if tc.args != nil && strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+			t.Errorf("%q: error is not one line: %q", tc.args, stderr)
+		}
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	for in, want := range map[string]float64{
+		"0": 0, "1000": 1000, "10M": 10e6, "2.5G": 2.5e9, "400Gbps": 400e9, "1T": 1e12, "3k": 3e3, "25 Mb/s": 0,
+	} {
+		got, err := parseRate(in)
+		if in == "25 Mb/s" {
+			if err == nil {
+				t.Errorf("parseRate(%q) accepted a unit it does not know", in)
+			}
+			continue
+		}
+		if err != nil || got != want {
+			t.Errorf("parseRate(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "fast", "-1", "1X"} {
+		if _, err := parseRate(bad); err == nil {
+			t.Errorf("parseRate(%q) accepted it", bad)
+		}
+	}
+}
+
+// genTrace writes a small synthetic trace and its truth into dir.
+func genTrace(t *testing.T, dir string, args ...string) (pcap string, truth *synth.Truth) {
+	t.Helper()
+	pcap = filepath.Join(dir, "trace.pcap")
+	tp := filepath.Join(dir, "truth.json")
+	code, _, stderr := runCLI(t, append([]string{"gen", "-o", pcap, "--truth", tp, "--packets", "20000", "--flows", "300", "--seed", "3"}, args...)...)
+	if code != 0 {
+		t.Fatalf("gen: exit %d: %s", code, stderr)
+	}
+	data, err := os.ReadFile(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth = new(synth.Truth)
+	if err := json.Unmarshal(data, truth); err != nil {
+		t.Fatal(err)
+	}
+	return pcap, truth
+}
+
+// reports parses JSON lines.
+func reports(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var rs []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(nil, 1<<26)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("report line is not JSON: %v: %.200s", err, sc.Text())
+		}
+		rs = append(rs, m)
+	}
+	return rs
+}
+
+// TestGenReplayAgreesWithTruth runs the quick start end to end: gen writes a
+// trace and its truth, replay reports it, and the window counters equal
+// the truth.
+func TestGenReplayAgreesWithTruth(t *testing.T) {
+	dir := t.TempDir()
+	pcap, truth := genTrace(t, dir)
+	for _, workers := range []string{"1", "2"} {
+		code, out, stderr := runCLI(t, "replay", "--workers", workers, "--format", "jsonl", pcap)
+		if code != 0 {
+			t.Fatalf("replay: exit %d: %s", code, stderr)
+		}
+		rs := reports(t, out)
+		if len(rs) != len(truth.Windows) {
+			t.Fatalf("%d reports, truth has %d windows", len(rs), len(truth.Windows))
+		}
+		for i, tw := range truth.Windows {
+			r := rs[i]
+			for k, want := range map[string]uint64{"window_start_ns": uint64(tw.StartNS), "packets": tw.Packets, "bytes": tw.Bytes,
+				"roce_packets": tw.RoCEPackets, "other_packets": tw.OtherPackets, "cnp": tw.CNP, "ecn_ce": tw.ECNCE,
+				"naks": tw.NAKs, "rnr_naks": tw.RNRNAKs, "retransmits": tw.Retransmits, "psn_gaps": tw.PSNGaps,
+				"messages": tw.Messages, "payload_bytes": tw.PayloadBytes} {
+				if got, ok := r[k].(float64); !ok || uint64(got) != want {
+					t.Errorf("workers %s window %d %s = %v, truth %d", workers, i, k, r[k], want)
+				}
+			}
+			if got := r["flows"].(float64); got != float64(tw.Flows) {
+				t.Errorf("window %d flows = %v, truth %d", i, got, tw.Flows)
+			}
+		}
+	}
+}
+
+func TestReplayFormats(t *testing.T) {
+	dir := t.TempDir()
+	pcap, truth := genTrace(t, dir)
+	code, out, stderr := runCLI(t, "replay", "--format", "csv", "--top", "5", pcap)
+	if code != 0 {
+		t.Fatalf("csv: exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if !strings.HasPrefix(lines[0], "window_start_ns,") || len(lines) < 2 {
+		t.Errorf("csv output does not start with a header:\n%.300s", out)
+	}
+	cols := len(strings.Split(lines[0], ","))
+	for _, l := range lines[1:] {
+		if n := len(strings.Split(l, ",")); n != cols {
+			t.Fatalf("csv row has %d fields, header %d: %s", n, cols, l)
+		}
+	}
+	code, out, _ = runCLI(t, "replay", "--format", "table", pcap)
+	if code != 0 || strings.Count(out, "window ") != len(truth.Windows) {
+		t.Errorf("table: exit %d, %d windows, want %d", code, strings.Count(out, "window "), len(truth.Windows))
+	}
+	// -o writes the file; --config sets flags by their names.
+	cfg := filepath.Join(dir, "rs.yaml")
+	if err := os.WriteFile(cfg, []byte("format: jsonl\ntop: 3\nelephant-rate: 1M\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	outFile := filepath.Join(dir, "out.jsonl")
+	if code, _, stderr := runCLI(t, "replay", "--config", cfg, "-o", outFile, pcap); code != 0 {
+		t.Fatalf("replay --config: exit %d: %s", code, stderr)
+	}
+	data, err := os.ReadFile(outFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := reports(t, string(data))
+	if len(rs) == 0 || len(rs[0]["top_flows"].([]any)) != 3 || len(rs[0]["elephants"].([]any)) == 0 {
+		t.Errorf("--config top 3 and elephant-rate 1M not applied: %d reports", len(rs))
+	}
+	if err := os.WriteFile(cfg, []byte("colour: blue\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCLI(t, "replay", "--config", cfg, pcap); code != 2 || !strings.Contains(stderr, `unknown key "colour"`) {
+		t.Errorf("unknown config key: exit %d: %s", code, stderr)
+	}
+}
+
+func TestReplayErrorsNameTheFile(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.pcap")
+	if code, _, stderr := runCLI(t, "replay", missing); code != 1 || !strings.Contains(stderr, missing) {
+		t.Errorf("missing file: exit %d: %s", code, stderr)
+	}
+	pcap, _ := genTrace(t, dir)
+	data, _ := os.ReadFile(pcap)
+	cut := filepath.Join(dir, "cut.pcap")
+	if err := os.WriteFile(cut, data[:len(data)-7], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI(t, "replay", "--format", "jsonl", cut)
+	if code != 1 || !strings.Contains(stderr, cut) || !strings.Contains(stderr, "offset") {
+		t.Errorf("truncated file: exit %d: %s", code, stderr)
+	}
+	code, out, stderr := runCLI(t, "replay", "--keep-going", "--format", "jsonl", cut)
+	if code != 0 || !strings.Contains(stderr, "damaged") {
+		t.Errorf("--keep-going: exit %d: %s", code, stderr)
+	}
+	var packets float64
+	for _, r := range reports(t, out) {
+		packets += r["packets"].(float64)
+	}
+	if packets != 20000-1 {
+		t.Errorf("--keep-going reported %v packets, want the 19999 whole records", packets)
+	}
+}
+
+// TestDumpFieldsMatchDecoder dumps a trace and checks each line against a
+// direct decode of the same frame.
+func TestDumpFieldsMatchDecoder(t *testing.T) {
+	dir := t.TempDir()
+	pcap, truth := genTrace(t, dir)
+	code, out, stderr := runCLI(t, "dump", pcap)
+	if code != 0 {
+		t.Fatalf("dump: exit %d: %s", code, stderr)
+	}
+	lines := reports(t, out)
+	if uint64(len(lines)) != truth.Total.RoCEPackets {
+		t.Fatalf("dump printed %d frames, the trace has %d RoCE frames", len(lines), truth.Total.RoCEPackets)
+	}
+	code, all, _ := runCLI(t, "dump", "--all", pcap)
+	if code != 0 || uint64(len(reports(t, all))) != truth.Total.Packets {
+		t.Errorf("dump --all: exit %d, want %d lines", code, truth.Total.Packets)
+	}
+	for _, l := range lines[:50] {
+		bth := l["bth"].(map[string]any)
+		if _, ok := bth["opcode"]; !ok || l["frame"].(float64) < 1 {
+			t.Fatalf("dump line lacks bth.opcode or frame: %v", l)
+		}
+	}
+	// Frame numbers are 1-based positions in the file: the first RoCE
+	// frame's fields equal a direct decode of that record.
+	var p decode.Packet
+	first := int(lines[0]["frame"].(float64))
+	frame := nthFrame(t, pcap, first)
+	if err := p.Decode(frame, decode.LinkEthernet); err != nil {
+		t.Fatal(err)
+	}
+	if got := lines[0]["bth"].(map[string]any)["psn"].(float64); uint32(got) != p.BTH.PSN {
+		t.Errorf("frame %d psn %v, decode says %d", first, got, p.BTH.PSN)
+	}
+}
+
+// nthFrame returns the captured bytes of record n (1-based) of a classic
+// little-endian pcap file, read independently of the capture package.
+func nthFrame(t *testing.T, path string, n int) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := 24
+	for i := 1; ; i++ {
+		caplen := int(uint32(data[off+8]) | uint32(data[off+9])<<8 | uint32(data[off+10])<<16 | uint32(data[off+11])<<24)
+		if i == n {
+			return data[off+16 : off+16+caplen]
+		}
+		off += 16 + caplen
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := runCLI(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "rocescope ") || !strings.Contains(out, "go1.") {
+		t.Errorf("version: exit %d: %q", code, out)
+	}
+}
