@@ -1,0 +1,133 @@
+package synth_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	gocmp "github.com/google/go-cmp/cmp"
+
+	"github.com/rocescope/rocescope/capture/synth"
+)
+
+// writePcap writes frames as a classic little-endian pcap file with
+// nanosecond timestamps (magic a1b23c4d) and Ethernet link type, written
+// here so that the test depends on no other package of the project.
+func writePcap(tb testing.TB, path string, frames []frame) {
+	tb.Helper()
+	var b bytes.Buffer
+	var h [24]byte
+	binary.LittleEndian.PutUint32(h[0:], 0xa1b23c4d)
+	binary.LittleEndian.PutUint16(h[4:], 2)
+	binary.LittleEndian.PutUint16(h[6:], 4)
+	binary.LittleEndian.PutUint32(h[16:], 262144)
+	binary.LittleEndian.PutUint32(h[20:], 1)
+	b.Write(h[:])
+	for _, f := range frames {
+		var r [16]byte
+		binary.LittleEndian.PutUint32(r[0:], uint32(f.time/1e9))
+		binary.LittleEndian.PutUint32(r[4:], uint32(f.time%1e9))
+		binary.LittleEndian.PutUint32(r[8:], uint32(len(f.data)))
+		binary.LittleEndian.PutUint32(r[12:], f.origLen)
+		b.Write(r[:])
+		b.Write(f.data)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// tshark runs tshark with args over path and returns its output lines.
+func tshark(tb testing.TB, path string, args ...string) [][]string {
+	tb.Helper()
+	cmd := exec.Command("tshark", append([]string{"-r", path, "--disable-protocol", "rpcordma", "-T", "fields",
+		"-E", "separator=/t", "-E", "occurrence=f"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		tb.Fatalf("tshark %v: %v: %s", args, err, stderr.String())
+	}
+	var lines [][]string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		lines = append(lines, strings.Split(sc.Text(), "\t"))
+	}
+	return lines
+}
+
+// Wireshark's checksum status values.
+const (
+	checksumGood       = "1"
+	checksumNotPresent = "3"
+	checksumIllegal    = "4"
+)
+
+// TestTshark writes a trace (whole frames and cut ones) and has Wireshark
+// read it: no frame is malformed, the frame count, lengths and times agree,
+// the BTH opcode counts of the frames to UDP port 4791 equal the truth's,
+// and every IPv4, UDP and TCP checksum is good, but for the zero UDP
+// checksum RoCEv2 sends (which Wireshark calls illegal over IPv6).
+func TestTshark(t *testing.T) {
+	if _, err := exec.LookPath("tshark"); err != nil {
+		t.Skip("tshark not installed; install Wireshark's tshark to compare with Wireshark")
+	}
+	for _, snap := range []int{0, synth.MinSnapLen} {
+		t.Run("snap"+strconv.Itoa(snap), func(t *testing.T) {
+			frames, tr := generate(t, &synth.Config{Seed: 61, Packets: 20_000, OtherShare: 0.05, PFCShare: 0.01,
+				ECNCEProb: 0.03, LossProb: 0.005, RNRProb: 0.02, SnapLen: snap}, 512)
+			path := filepath.Join(t.TempDir(), "synth.pcap")
+			writePcap(t, path, frames)
+			if bad := tshark(t, path, "-Y", "_ws.malformed", "-e", "frame.number"); len(bad) != 0 {
+				t.Errorf("tshark finds %d malformed frames, the first %v", len(bad), bad[0])
+			}
+			lines := tshark(t, path, "-o", "ip.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE",
+				"-o", "tcp.check_checksum:TRUE", "-e", "frame.number", "-e", "frame.len", "-e", "frame.cap_len",
+				"-e", "frame.time_epoch", "-e", "udp.dstport", "-e", "infiniband.bth.opcode", "-e", "ip.checksum.status",
+				"-e", "udp.checksum.status", "-e", "tcp.checksum.status")
+			if len(lines) != len(frames) {
+				t.Fatalf("tshark reads %d frames, wrote %d", len(lines), len(frames))
+			}
+			ops := map[uint8]uint64{}
+			for i, l := range lines {
+				f := &frames[i]
+				if l[0] != strconv.Itoa(i+1) || l[1] != strconv.Itoa(int(f.origLen)) || l[2] != strconv.Itoa(len(f.data)) {
+					t.Fatalf("frame %d: tshark shows number %s, length %s, captured %s", i+1, l[0], l[1], l[2])
+				}
+				if want := strconv.FormatInt(f.time/1e9, 10) + "." + strconv.FormatInt(1e9+f.time%1e9, 10)[1:]; l[3] != want {
+					t.Fatalf("frame %d: time %s, want %s", i+1, l[3], want)
+				}
+				roce := l[4] == "4791"
+				if roce {
+					op, err := strconv.ParseUint(l[5], 10, 8)
+					if err != nil {
+						t.Fatalf("frame %d: opcode %q: %v", i+1, l[5], err)
+					}
+					ops[uint8(op)]++
+				}
+				if l[6] != "" && l[6] != checksumGood {
+					t.Errorf("frame %d: IPv4 checksum status %s", i+1, l[6])
+				}
+				udp, tcp := l[7], l[8]
+				switch {
+				case roce && udp != checksumNotPresent && udp != checksumIllegal:
+					t.Errorf("frame %d: RoCE UDP checksum status %s", i+1, udp)
+				case !roce && snap == 0 && (udp != "" && udp != checksumGood || tcp != "" && tcp != checksumGood):
+					t.Errorf("frame %d: UDP checksum status %q, TCP %q", i+1, udp, tcp)
+				}
+			}
+			if d := gocmp.Diff(tr.Total.Opcodes, ops); d != "" {
+				t.Errorf("opcode counts (-truth +tshark):\n%s", d)
+			}
+			if len(ops) < 15 {
+				t.Errorf("only %d opcodes: %v", len(ops), ops)
+			}
+		})
+	}
+}
