@@ -259,11 +259,14 @@ func (s *Source) writeRoCE(b []byte, p *packet) (wire, captured int) {
 	clear(b[min(len(b), pay+p.payload):min(len(b), end)])
 	if end < len(b) { // the ICRC is (partly) captured: the bytes it covers are all there
 		var crc [4]byte
-		binary.LittleEndian.PutUint32(crc[:], icrc(b, ipOff, udpOff, end, c.v6))
+		binary.LittleEndian.PutUint32(crc[:], icrc(&s.icrcScratch, b, ipOff, udpOff, end, c.v6))
 		copy(b[end:], crc[:])
 	}
 	return finish(b, wire)
 }
+
+// icrcHeaders is the longest header run the ICRC masks: IPv6, UDP, BTH.
+const icrcHeaders = 40 + 8 + 12
 
 // ff8 are the eight bytes of ones that stand for the LRH in a RoCEv2 ICRC.
 var ff8 = [8]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
@@ -274,8 +277,10 @@ var ff8 = [8]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 // BTH headers with their variant fields set to ones (IPv4 TOS, TTL and
 // checksum; IPv6 traffic class, flow label and hop limit; UDP checksum; the
 // BTH byte holding FECN and BECN), and the rest of the packet.
-func icrc(b []byte, ipOff, udpOff, end int, v6 bool) uint32 {
-	var h [40 + 8 + 12]byte
+//
+// h is scratch space: a local array would escape to the heap through
+// crc32's indirect call.
+func icrc(h *[icrcHeaders]byte, b []byte, ipOff, udpOff, end int, v6 bool) uint32 {
 	n := copy(h[:], b[ipOff:udpOff+8+12])
 	if v6 {
 		h[0] |= 0x0f
