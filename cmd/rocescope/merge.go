@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,9 +33,11 @@ A STATE is a state file or a directory of per-window state files. States
 made with different sketch configurations or window lengths, damaged states
 and a host delivering the same window twice are errors naming the file.
 
-With --follow, merge watches the directories and emits each window once
-every host of --hosts (or every host seen so far) delivered it, or --timeout
-after the window's first state arrived.`,
+With --follow, merge watches the directories and emits each window, in time
+order, once every host of --hosts (or every host seen so far) delivered it,
+or --timeout after the window's first state arrived. A state that arrives
+after its window was emitted is skipped with a warning. On interrupt it reads
+the directories once more, emits every pending window and exits with 0.`,
 		example: `  rocescope merge hostA.states hostB.states
   rocescope merge --format csv -o fleet.csv /shared/states/
   rocescope merge --follow --hosts cap1,cap2,cap3 --timeout 5s /shared/states/`,
@@ -50,10 +53,18 @@ after the window's first state arrived.`,
 					return usagef("no state file or directory given")
 				}
 				m := &merger{opts: &o, e: e, expect: *hosts, timeout: *timeout}
-				if *follow {
-					return m.follow(ctx, args, *poll)
+				if !*follow {
+					for _, name := range []string{"hosts", "timeout", "poll"} {
+						if fs.Changed(name) {
+							return usagef("--%s needs --follow", name)
+						}
+					}
+					return m.once(ctx, args)
 				}
-				return m.once(ctx, args)
+				if *timeout <= 0 || *poll <= 0 {
+					return usagef("--timeout %v and --poll %v: want more than 0", *timeout, *poll)
+				}
+				return m.follow(ctx, args, *poll)
 			}
 		},
 	}
@@ -63,22 +74,14 @@ after the window's first state arrived.`,
 type merger struct {
 	opts     *reportOptions
 	e        *env
-	expect   []string
+	expect   []string // --hosts
 	timeout  time.Duration
-	windows  map[int64]*pendingWindow
-	seen     map[string]bool // state files read
+	merged   *metrics.Merger
+	first    map[int64]time.Time // when each pending window's first state arrived
+	hosts    map[string]bool     // every host seen
+	seen     map[string]bool     // state files read
 	reporter *metrics.Reporter
 	sink     metrics.Sink
-	length   int64 // window length of the first state
-	lengthOf string
-	emitted  int64 // newest window emitted (follow)
-}
-
-// pendingWindow is a window being merged and the files it came from.
-type pendingWindow struct {
-	w     *metrics.Window
-	from  map[string]string // host → file that delivered it
-	first time.Time
 }
 
 func (m *merger) setup() (func() error, error) {
@@ -94,13 +97,15 @@ func (m *merger) setup() (func() error, error) {
 		return nil, err
 	}
 	m.sink = sink
-	m.windows = make(map[int64]*pendingWindow)
+	m.merged = metrics.NewMerger()
+	m.first = make(map[int64]time.Time)
+	m.hosts = make(map[string]bool)
 	m.seen = make(map[string]bool)
-	m.emitted = -1 << 62
 	return closeSink, nil
 }
 
-// once merges every state of the given files and directories.
+// once merges every state of the given files and directories. Nothing is
+// written unless every state was read and merged.
 func (m *merger) once(ctx context.Context, args []string) (err error) {
 	closeSink, err := m.setup()
 	if err != nil {
@@ -119,10 +124,12 @@ func (m *merger) once(ctx context.Context, args []string) (err error) {
 			return err
 		}
 	}
-	return m.emit(func(*pendingWindow) bool { return true })
+	return m.emit(func(int64) bool { return true })
 }
 
-// follow merges states as they appear in the directories.
+// follow merges states as they appear in the directories, and emits each
+// window once it is complete or timed out. When ctx is done it reads the
+// directories a last time, emits every pending window and returns nil.
 func (m *merger) follow(ctx context.Context, dirs []string, poll time.Duration) (err error) {
 	for _, d := range dirs {
 		if st, err := os.Stat(d); err != nil || !st.IsDir() {
@@ -148,29 +155,33 @@ func (m *merger) follow(ctx context.Context, dirs []string, poll time.Duration) 
 				}
 			}
 		}
+		done := ctx.Err() != nil
 		now := time.Now()
-		if err := m.emit(func(p *pendingWindow) bool { return m.complete(p) || now.Sub(p.first) >= m.timeout }); err != nil {
+		if err := m.emit(func(s int64) bool { return done || m.complete(s) || now.Sub(m.first[s]) >= m.timeout }); err != nil {
 			return err
 		}
 		if err := m.sink.Flush(); err != nil {
 			return err
 		}
+		if done {
+			return nil
+		}
 		select {
 		case <-ctx.Done():
-			// Emit what is pending: nothing is dropped on the way out.
-			return m.emit(func(*pendingWindow) bool { return true })
 		case <-t.C:
 		}
 	}
 }
 
-// complete reports whether every expected host delivered p.
-func (m *merger) complete(p *pendingWindow) bool {
-	if len(m.expect) == 0 {
-		return false
+// complete reports whether every expected host delivered the window that
+// starts at start: the hosts of --hosts, or else every host seen so far.
+func (m *merger) complete(start int64) bool {
+	expect := m.expect
+	if len(expect) == 0 {
+		expect = slices.Collect(maps.Keys(m.hosts))
 	}
-	for _, h := range m.expect {
-		if _, ok := p.from[h]; !ok {
+	for _, h := range expect {
+		if !m.merged.Has(start, h) {
 			return false
 		}
 	}
@@ -203,7 +214,9 @@ func stateFiles(args []string) ([]string, error) {
 	return files, nil
 }
 
-// readFile merges every state of one file into the pending windows.
+// readFile merges every state of one file into the pending windows. A
+// state of a window already emitted (with --follow, after --timeout) is
+// skipped with a warning; any other bad state is an error naming the file.
 func (m *merger) readFile(path string) error {
 	m.seen[path] = true
 	f, err := os.Open(path)
@@ -223,72 +236,38 @@ func (m *merger) readFile(path string) error {
 			return err
 		}
 		n++
-		if err := m.add(path, w); err != nil {
+		switch err := m.merged.Add(path, w); {
+		case errors.Is(err, metrics.ErrLate):
+			fmt.Fprintf(m.e.stderr, "rocescope merge: %v: the report is out already (raise --timeout); state skipped\n", err)
+		case err != nil:
 			return err
+		default:
+			if _, ok := m.first[w.Start]; !ok {
+				m.first[w.Start] = time.Now()
+			}
+			for _, h := range w.Hosts {
+				m.hosts[h] = true
+			}
 		}
 	}
 	if n == 0 {
-		return fmt.Errorf("%s: no window state in the file", path)
+		return fmt.Errorf("%s: no window state in the file: %w", path, metrics.ErrState)
 	}
 	return nil
 }
 
-// add merges one state.
-func (m *merger) add(path string, w *metrics.Window) error {
-	if m.length == 0 {
-		m.length, m.lengthOf = w.Length, path
-	} else if w.Length != m.length {
-		return fmt.Errorf("%s: window length %v differs from %v in %s: %w", path, time.Duration(w.Length), time.Duration(m.length), m.lengthOf, metrics.ErrMismatch)
-	}
-	if w.Start <= m.emitted {
-		return fmt.Errorf("%s: window %s arrived after it was emitted (raise --timeout)", path, time.Unix(0, w.Start).UTC().Format(time.RFC3339Nano))
-	}
-	p, ok := m.windows[w.Start]
-	if !ok {
-		m.windows[w.Start] = &pendingWindow{w: w, from: hostsFrom(w, path), first: time.Now()}
-		return nil
-	}
-	for _, h := range w.Hosts {
-		if prev, dup := p.from[h]; dup {
-			return fmt.Errorf("%s: host %s delivered window %s already in %s", path, h, time.Unix(0, w.Start).UTC().Format(time.RFC3339Nano), prev)
-		}
-	}
-	if err := p.w.Merge(w); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	for h := range hostsFrom(w, path) {
-		p.from[h] = path
-	}
-	return nil
-}
-
-func hostsFrom(w *metrics.Window, path string) map[string]string {
-	m := make(map[string]string, len(w.Hosts))
-	for _, h := range w.Hosts {
-		m[h] = path
-	}
-	return m
-}
-
-// emit reports, in window order, the pending windows ready says are done.
-// Windows are emitted in order, so a window waits for older pending ones.
-func (m *merger) emit(ready func(*pendingWindow) bool) error {
-	starts := make([]int64, 0, len(m.windows))
-	for s := range m.windows {
-		starts = append(starts, s)
-	}
-	slices.Sort(starts)
-	for _, s := range starts {
-		p := m.windows[s]
-		if !ready(p) {
+// emit reports the pending windows in time order for as long as ready says
+// the oldest one is done.
+func (m *merger) emit(ready func(start int64) bool) error {
+	for _, s := range m.merged.Pending() {
+		if !ready(s) {
 			break
 		}
-		delete(m.windows, s)
-		p.w.Normalize()
-		if err := m.sink.Write(m.reporter.Build(p.w)); err != nil {
+		w := m.merged.Take()
+		delete(m.first, s)
+		if err := m.sink.Write(m.reporter.Build(w)); err != nil {
 			return err
 		}
-		m.emitted = s
 	}
 	return nil
 }

@@ -1,0 +1,110 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+// Errors of [Merger.Add], besides [ErrMismatch] and [ErrState].
+var (
+	// ErrDuplicate: a host delivered the same window twice.
+	ErrDuplicate = errors.New("host delivered the window twice")
+	// ErrLate: a window arrived after the merger handed it out.
+	ErrLate = errors.New("window arrived after it was taken")
+)
+
+// Merger merges the window states of several hosts, as `rocescope merge`
+// reads them: it aligns them by window start, merges those of the same
+// window with [Window.Merge], and refuses what would make the merged window
+// wrong: a window length other than the first state's, a state naming no
+// host, a host delivering a window it already delivered, and a window that
+// was already taken. The zero value is not usable; call [NewMerger]. A
+// Merger is not safe for concurrent use.
+type Merger struct {
+	length   int64  // window length of the first state
+	lengthOf string // where the first state came from
+	pending  map[int64]*mergeWindow
+	taken    int64 // start of the newest window taken
+}
+
+// mergeWindow is a window being merged and where its states came from.
+type mergeWindow struct {
+	w    *Window
+	from map[string]string // host → source that delivered it
+}
+
+// NewMerger returns an empty Merger.
+func NewMerger() *Merger {
+	return &Merger{pending: make(map[int64]*mergeWindow), taken: -1 << 62}
+}
+
+// Add merges w, which came from src (a file name, for errors), into the
+// pending window of its start. The Merger owns w afterwards. On error
+// nothing is merged and the error names src and the window.
+func (m *Merger) Add(src string, w *Window) error {
+	at := func() string { return time.Unix(0, w.Start).UTC().Format(time.RFC3339Nano) }
+	switch {
+	case m.length != 0 && w.Length != m.length:
+		return fmt.Errorf("metrics: %s: window %s: length %v differs from %v in %s: %w",
+			src, at(), time.Duration(w.Length), time.Duration(m.length), m.lengthOf, ErrMismatch)
+	case len(w.Hosts) == 0 || len(slices.Compact(slices.Clone(w.Hosts))) != len(w.Hosts):
+		return fmt.Errorf("metrics: %s: window %s: hosts %q are not a list of distinct names: %w", src, at(), w.Hosts, ErrState)
+	case w.Start <= m.taken:
+		return fmt.Errorf("metrics: %s: window %s of %s: %w", src, at(), w.Hosts, ErrLate)
+	}
+	if m.length == 0 {
+		m.length, m.lengthOf = w.Length, src
+	}
+	p, ok := m.pending[w.Start]
+	if !ok {
+		p = &mergeWindow{w: w, from: make(map[string]string, len(w.Hosts))}
+		m.pending[w.Start] = p
+	} else {
+		for _, h := range w.Hosts {
+			if prev, dup := p.from[h]; dup {
+				return fmt.Errorf("metrics: %s: window %s: host %s already delivered it in %s: %w", src, at(), h, prev, ErrDuplicate)
+			}
+		}
+		if err := p.w.Merge(w); err != nil {
+			return fmt.Errorf("metrics: %s: %w", src, err)
+		}
+	}
+	for _, h := range w.Hosts {
+		p.from[h] = src
+	}
+	return nil
+}
+
+// Pending returns the starts of the windows not yet taken, in time order.
+func (m *Merger) Pending() []int64 {
+	return slices.Sorted(maps.Keys(m.pending))
+}
+
+// Has reports whether host delivered the pending window that starts at
+// start.
+func (m *Merger) Has(start int64, host string) bool {
+	p, ok := m.pending[start]
+	if !ok {
+		return false
+	}
+	_, ok = p.from[host]
+	return ok
+}
+
+// Take removes the oldest pending window and returns it normalized, or nil
+// if none is pending. A later Add of a window at or before it fails with
+// [ErrLate]: the reports built from taken windows cannot change any more.
+func (m *Merger) Take() *Window {
+	if len(m.pending) == 0 {
+		return nil
+	}
+	start := slices.Min(slices.Collect(maps.Keys(m.pending)))
+	p := m.pending[start]
+	delete(m.pending, start)
+	m.taken = start
+	p.w.Normalize()
+	return p.w
+}
