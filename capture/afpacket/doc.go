@@ -30,9 +30,11 @@
 //
 // # Drops
 //
-// Stats().Dropped is the sum of the kernel's tp_drops (frames that found the
-// ring full) and tp_freeze_q_cnt counters, read with PACKET_STATISTICS; the
-// kernel resets them on every read, so the source accumulates them.
+// Stats().Dropped is the kernel's tp_drops counter (frames that passed the
+// filter and found the ring full), read with PACKET_STATISTICS; the kernel
+// resets it on every read, so the source accumulates it. tp_freeze_q_cnt is
+// not added: it counts how often the ring filled up, not frames, and those
+// frames are already in tp_drops.
 //
 // Capturing needs root or CAP_NET_RAW. The package works on Linux only;
 // elsewhere Open returns [ErrUnsupported].

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -270,6 +271,45 @@ func TestFanoutLive(t *testing.T) {
 	}
 }
 
+// TestDropsLive overfills a small ring without reading it: the kernel's
+// drop counter, read (and reset) several times, must account for every
+// RoCE frame not delivered.
+func TestDropsLive(t *testing.T) {
+	p := netnstest.New(t)
+	g := openLive(t, p, &Config{BlockSize: 64 << 10, NumBlocks: 4})
+	src := g.Sources()[0]
+	const nRoCE = 20000
+	frames := netnstest.Traffic(nRoCE, 5000, 6)
+	var dropped []uint64
+	for lo := 0; lo < len(frames); lo += 5000 {
+		if n, err := p.Send(frames[lo : lo+5000]); err != nil || n != 5000 {
+			t.Fatalf("Send = %d, %v", n, err)
+		}
+		dropped = append(dropped, src.Stats().Dropped)
+	}
+	b := capture.NewBatch(256)
+	delivered := 0
+	for {
+		if err := src.Next(b); err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Frames) == 0 {
+			break
+		}
+		delivered += len(b.Frames)
+	}
+	st := src.Stats()
+	for i := 1; i < len(dropped); i++ {
+		if dropped[i] < dropped[i-1] {
+			t.Errorf("Dropped went down: %v", dropped)
+		}
+	}
+	if st.Dropped == 0 || st.Received != uint64(delivered) || st.Received+st.Dropped != nRoCE {
+		t.Errorf("Stats = %+v after delivering %d; want drops, and received + dropped = %d", st, delivered, nRoCE)
+	}
+	t.Logf("delivered %d, dropped %d (readings %v)", delivered, st.Dropped, dropped)
+}
+
 // TestCloseLive checks that Close wakes a Next blocked on a quiet socket,
 // which returns os.ErrClosed, and that Close is idempotent.
 func TestCloseLive(t *testing.T) {
@@ -336,5 +376,17 @@ func BenchmarkNextLive(b *testing.B) {
 	b.StopTimer()
 	if st := src.Stats(); st.Dropped != 0 {
 		b.Errorf("dropped %d frames", st.Dropped)
+	}
+}
+
+// TestOpenUnprivileged checks, when not run as root, that Open says that
+// capturing needs root or CAP_NET_RAW.
+func TestOpenUnprivileged(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("runs as root: no permission error to see")
+	}
+	_, err := Open("lo", nil)
+	if !errors.Is(err, os.ErrPermission) || !strings.Contains(err.Error(), "CAP_NET_RAW") {
+		t.Errorf("Open without privileges: %v, want a permission error naming CAP_NET_RAW", err)
 	}
 }
