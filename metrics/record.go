@@ -9,7 +9,7 @@ import (
 // FlowCounter names one exact, additive per-flow figure.
 type FlowCounter uint8
 
-// Per-flow counters. The first four can exceed 32 bits within a window.
+// Per-flow counters.
 const (
 	FlowBytes            FlowCounter = iota // on-wire bytes
 	FlowPayloadBytes                        // RDMA payload bytes
@@ -30,7 +30,6 @@ const (
 	FlowAckLatencyCount                     // matched ACK latencies
 	FlowCNPCarried                          // CNPs this flow carried (dest QP = the throttled requester)
 	numFlowCounters
-	numBigFlowCounters = 4
 )
 
 var flowCounterNames = [numFlowCounters]string{

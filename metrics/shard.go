@@ -72,56 +72,30 @@ const (
 )
 
 // entry is the state of one flow in a worker's QP table: what persists
-// across windows (PSN tracking, pairing, pending requests) and the counters
-// of the two windows that can be open at once.
+// across windows (PSN tracking, pairing, pending requests) and where the
+// flow's records of the open windows are (232 bytes). The counters
+// themselves live in the open windows' flow lists, so that closing a window
+// copies nothing and the table stays small.
 type entry struct {
 	key     FlowKey
 	hash    uint64
 	lastWin int64 // last window with a packet
 	peer    int32 // slab position of the reverse direction, -1 if unknown
 	sqp     uint32
-	epsn    uint32 // expected PSN of the next request
-	slack   uint32 // PSNs the next request may skip without a gap
-	pmtu    uint32 // path MTU learned from full-size packets, 0 if unknown
-	pmtuMin uint32 // lower bound of the path MTU from ONLY packets, 0 if none
+	epsn    uint32    // expected PSN of the next request
+	slack   uint32    // PSNs the next request may skip without a gap
+	pmtu    uint32    // path MTU learned from full-size packets, 0 if unknown
+	pmtuMin uint32    // lower bound of the path MTU from ONLY packets, 0 if none
+	rec     [2]int32  // position of the flow's record in the open window of each parity
+	recSeq  [2]uint32 // the opening of that window rec belongs to (shard.seq); 0 for none
 	sport   uint16
 	flags   uint8
 	pendAt  uint8 // next pending slot to overwrite
 	pend    [pendSize]pending
-	win     [2]flowWin
-}
-
-// flowWin holds a flow's counters for window w.
-type flowWin struct {
-	w     int64
-	big   [numBigFlowCounters]uint64
-	small [numFlowCounters - numBigFlowCounters]uint32
-	ops   OpMix
 }
 
 func (e *entry) init(key FlowKey, h uint64) {
 	*e = entry{key: key, hash: h, peer: -1, lastWin: -1 << 62}
-	e.win[0].w, e.win[1].w = -1<<62, -1<<62
-}
-
-// add increments counter c of the window by n.
-func (fw *flowWin) add(c FlowCounter, n uint64) {
-	if c < numBigFlowCounters {
-		fw.big[c] += n
-		return
-	}
-	fw.small[c-numBigFlowCounters] += uint32(n)
-}
-
-// record appends fw's counters to r.
-func (fw *flowWin) record(r *FlowRecord) {
-	for i, v := range fw.big {
-		r.C[i] = v
-	}
-	for i, v := range fw.small {
-		r.C[numBigFlowCounters+i] = uint64(v)
-	}
-	r.Ops = fw.ops
 }
 
 // shard is one worker's state: its slice of the QP table and its part of
@@ -131,8 +105,10 @@ type shard struct {
 	tab    *table
 	conns  map[connKey]int32     // (src, dst, sport) → first flow seen with them, for pairing directions
 	open   [2]*Window            // open windows by parity of their index
+	seq    [2]uint32             // opening number of each open window, for entry.recSeq
+	opened uint32                // windows opened so far
 	high   int64                 // newest window index opened
-	active [2][]int32            // slab positions of flows active in each open window
+	active [2][]int32            // slab positions of the flows of each open window, in record order
 	fresh  func(w int64) *Window // an empty window with index w
 	closed func(*Window)         // receives each closed window
 }
@@ -162,10 +138,8 @@ func newShard(cfg *Config, capacity int, fresh func(int64) *Window, closed func(
 func (s *shard) window(w int64) *Window {
 	if w > s.high {
 		s.closeThrough(w - 2)
-		win := s.fresh(w)
-		s.open[w&1] = win
 		s.high = w
-		return win
+		return s.openWindow(w)
 	}
 	if win := s.open[w&1]; win != nil && win.index() == w {
 		return win
@@ -175,10 +149,18 @@ func (s *shard) window(w int64) *Window {
 		// Every window was closed (a reader fell more than a window
 		// behind the others): open this one again; the collector merges
 		// it as a late part of that window, which is reported again.
-		win = s.fresh(w)
-		s.open[w&1] = win
+		win = s.openWindow(w)
 	}
 	win.Counters[LatePackets]++
+	return win
+}
+
+// openWindow opens window w in the slot of its parity.
+func (s *shard) openWindow(w int64) *Window {
+	win := s.fresh(w)
+	s.open[w&1] = win
+	s.opened++
+	s.seq[w&1] = s.opened
 	return win
 }
 
@@ -205,19 +187,15 @@ func (s *shard) closeThrough(w int64) {
 	}
 }
 
-// flush moves the flows active in the window of parity p into win and its
-// sketches, and hands win over.
+// flush completes the flow records of the window of parity p with what the
+// table learned since they were made, feeds them to the window's sketches,
+// and hands win over.
 func (s *shard) flush(p int64, win *Window) {
 	w := win.index()
-	for _, idx := range s.active[p] {
+	for i, idx := range s.active[p] {
 		e := &s.tab.entries[idx]
-		fw := &e.win[p]
-		if fw.w != w {
-			continue
-		}
-		win.Flows = append(win.Flows, FlowRecord{Key: e.key, SQP: e.sqp, SQPKnown: e.flags&entSQPKnown != 0, Sport: e.sport})
-		r := &win.Flows[len(win.Flows)-1]
-		fw.record(r)
+		r := &win.Flows[i]
+		r.SQP, r.SQPKnown, r.Sport = e.sqp, e.flags&entSQPKnown != 0, e.sport
 		win.Distinct.Insert(e.hash)
 		win.FlowBytes.Add(e.hash, r.C[FlowBytes])
 		win.FlowPackets.Add(e.hash, r.C[FlowPackets])
@@ -247,7 +225,6 @@ func (s *shard) sweep(oldest int64) int {
 // handle accounts one RoCE frame.
 func (s *shard) handle(ev *event) {
 	win := s.window(ev.win)
-	w := win.index()
 	idx := s.tab.lookup(&ev.key, ev.hash)
 	if idx < 0 {
 		if idx = s.admit(ev); idx < 0 {
@@ -256,14 +233,14 @@ func (s *shard) handle(ev *event) {
 		}
 	}
 	e := &s.tab.entries[idx]
-	fw := s.flowWin(idx, w)
-	fw.big[FlowBytes] += uint64(ev.wire)
-	fw.big[FlowPayloadBytes] += uint64(ev.payload)
-	fw.add(FlowPackets, 1)
-	fw.ops.Add(uint8(ev.opcode), 1)
+	r := s.record(idx, win)
+	r.C[FlowBytes] += uint64(ev.wire)
+	r.C[FlowPayloadBytes] += uint64(ev.payload)
+	r.C[FlowPackets]++
+	r.Ops.Add(uint8(ev.opcode), 1)
 	f := ev.flags
 	if f&(evCE|evFECN|evBECN|evEndsMessage|evAck|evNAK|evRNR|evCNP) != 0 {
-		s.countFlags(fw, f)
+		countFlags(r, f)
 	}
 	if f&evSQP != 0 {
 		e.sqp, e.flags = ev.sqp, e.flags|entSQPKnown
@@ -272,15 +249,16 @@ func (s *shard) handle(ev *event) {
 		s.learnMTU(e, ev)
 	}
 	if f&evRequest != 0 {
-		s.trackPSN(e, fw, win, ev)
+		s.trackPSN(e, r, win, ev)
 	}
+	// matchLatency may add a record to the window: r is not used after it.
 	if f&(evReadRespHead|evAck) != 0 && e.peer >= 0 {
-		s.matchLatency(e, win, w, ev)
+		s.matchLatency(e, win, ev)
 	}
 }
 
 // countFlags counts the rarer per-frame facts.
-func (s *shard) countFlags(fw *flowWin, f uint16) {
+func countFlags(r *FlowRecord, f uint16) {
 	for _, x := range [...]struct {
 		flag uint16
 		c    FlowCounter
@@ -289,24 +267,27 @@ func (s *shard) countFlags(fw *flowWin, f uint16) {
 		{evAck, FlowAcks}, {evNAK, FlowNAKs}, {evRNR, FlowRNRNAKs}, {evCNP, FlowCNPCarried},
 	} {
 		if f&x.flag != 0 {
-			fw.add(x.c, 1)
+			r.C[x.c]++
 		}
 	}
 }
 
-// flowWin returns the counters of entry idx for window w, starting them when
-// this is the flow's first packet in w.
-func (s *shard) flowWin(idx int32, w int64) *flowWin {
+// record returns the record of entry idx in the open window win, adding it
+// to the window's flow list when this is the flow's first packet there. The
+// pointer is valid until the next record is added.
+func (s *shard) record(idx int32, win *Window) *FlowRecord {
+	w := win.index()
+	p := w & 1
 	e := &s.tab.entries[idx]
-	fw := &e.win[w&1]
-	if fw.w != w {
-		*fw = flowWin{w: w}
-		s.active[w&1] = append(s.active[w&1], idx)
+	if e.recSeq[p] != s.seq[p] {
+		e.recSeq[p], e.rec[p] = s.seq[p], int32(len(win.Flows))
+		win.Flows = append(win.Flows, FlowRecord{Key: e.key})
+		s.active[p] = append(s.active[p], idx)
 	}
 	if w > e.lastWin {
 		e.lastWin = w
 	}
-	return fw
+	return &win.Flows[e.rec[p]]
 }
 
 // admit adds the flow of ev to the table, evicting an idle flow when the
@@ -390,18 +371,18 @@ func (s *shard) learnMTU(e *entry, ev *event) {
 
 // trackPSN follows the request PSNs of a flow: a PSN ahead of the expected
 // one is a gap, one behind it a retransmission (24-bit arithmetic).
-func (s *shard) trackPSN(e *entry, fw *flowWin, win *Window, ev *event) {
+func (s *shard) trackPSN(e *entry, r *FlowRecord, win *Window, ev *event) {
 	if e.flags&entPSNValid != 0 {
 		d := (ev.psn - e.epsn) & psnMask
 		switch {
 		case d == 0:
 		case d < psnHalf:
 			if d > e.slack {
-				fw.add(FlowPSNGaps, 1)
+				r.C[FlowPSNGaps]++
 				win.Counters[PSNGaps]++
 			}
 		default:
-			fw.add(FlowRetransmits, 1)
+			r.C[FlowRetransmits]++
 			win.Counters[Retransmits]++
 			return
 		}
@@ -437,7 +418,7 @@ func (s *shard) trackPSN(e *entry, fw *flowWin, win *Window, ev *event) {
 
 // matchLatency pairs a READ response head or an ACK on e with the pending
 // requests of its peer, and records the latency on the requester's flow.
-func (s *shard) matchLatency(e *entry, win *Window, w int64, ev *event) {
+func (s *shard) matchLatency(e *entry, win *Window, ev *event) {
 	req := &s.tab.entries[e.peer]
 	for i := range req.pend {
 		p := &req.pend[i]
@@ -455,13 +436,13 @@ func (s *shard) matchLatency(e *entry, win *Window, w int64, ev *event) {
 		if lat < 0 {
 			continue
 		}
-		fw := s.flowWin(e.peer, w)
-		fw.add(c, 1)
+		r := s.record(e.peer, win)
+		r.C[c]++
 		if c == FlowReadLatencyCount {
-			fw.big[FlowReadLatencySum] += uint64(lat)
+			r.C[FlowReadLatencySum] += uint64(lat)
 			win.ReadLatency.Add(float64(lat))
 		} else {
-			fw.big[FlowAckLatencySum] += uint64(lat)
+			r.C[FlowAckLatencySum] += uint64(lat)
 			win.AckLatency.Add(float64(lat))
 		}
 	}
