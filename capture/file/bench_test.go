@@ -2,8 +2,8 @@ package file
 
 import (
 	"bufio"
-	"fmt"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"

@@ -171,6 +171,11 @@ func (r *pcapReader) slow() error {
 	}
 	need := pcapRecordHeaderLen + int(capLen)
 	if err := w.ensure(need); err != nil {
+		if err == io.EOF {
+			// A wrong length may point past the end: look for records
+			// after the header.
+			r.damaged()
+		}
 		return at.short(err, len(w.data)-w.pos, need)
 	}
 	return nil

@@ -196,6 +196,11 @@ func (r *pcapngReader) read(b *capture.Batch) error {
 			return at.damage(ErrBadBlock, "block type %#x has total length %d (want a multiple of 4 from %d to %d)", typ, length, blockMinLen, r.maxBlock)
 		}
 		if err := w.ensure(int(length)); err != nil {
+			if err == io.EOF {
+				// A wrong length may point past the end: look for
+				// blocks after the header.
+				r.damaged(0, true)
+			}
 			return at.short(err, len(w.data)-w.pos, int(length))
 		}
 		blk := w.data[w.pos : w.pos+int(length) : w.pos+int(length)]

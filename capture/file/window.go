@@ -76,7 +76,7 @@ func (w *window) fill(n int) error {
 	k := copy(buf, w.data[w.pos:])
 	w.base += int64(w.pos)
 	w.cur, w.data, w.pos = dst, buf[:k], 0
-	want := max(n, w.minFill)
+	want := min(max(n, w.minFill), len(buf))
 	for k < want {
 		m, err := w.r.Read(buf[k:])
 		k += m

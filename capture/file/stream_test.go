@@ -1,0 +1,240 @@
+package file
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"testing/iotest"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rocescope/rocescope/capture"
+)
+
+// pipe returns a reader that delivers b in chunks of n bytes through an
+// io.Pipe, as standard input connected to a pipe would.
+func pipe(t testing.TB, b []byte, n int) io.Reader {
+	t.Helper()
+	pr, pw := io.Pipe()
+	go func() {
+		for len(b) > 0 {
+			k := min(n, len(b))
+			if _, err := pw.Write(b[:k]); err != nil {
+				return
+			}
+			b = b[k:]
+		}
+		pw.Close()
+	}()
+	t.Cleanup(func() { pr.Close() })
+	return pr
+}
+
+func TestStdin(t *testing.T) {
+	ng, ngWant := basePcapng()
+	pc, pcWant := basePcap(65535)
+	for _, c := range []struct {
+		name string
+		file []byte
+		want []frame
+	}{
+		{"pcap", pc, pcWant},
+		{"pcapng", ng, ngWant},
+		{"gzip", gz(t, ng), ngWant},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			file := writeTemp(t, pc)[0]
+			src, err := open([]string{"-", file}, nil, pipe(t, c.file, 7))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			got, err := readAll(t, src, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(append(c.want, pcWant...), got); diff != "" {
+				t.Errorf("frames (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// manyRecords returns a pcap and a pcapng file of n records of random
+// lengths up to maxLen, and their frames.
+func manyRecords(n, maxLen int) (pcap, pcapng []byte, want []frame) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	le := binary.LittleEndian
+	pcap = pcapHeader(le, 0xa1b23c4d, 0, 1)
+	pcapng = appendBlock(nil, blockSHB, shbBody(le), le)
+	pcapng = appendBlock(pcapng, blockIDB, idbBody(le, 1, 0, option(le, optTSResol, []byte{9})), le)
+	for i := range n {
+		data := seq(byte(i), rnd.IntN(maxLen+1))
+		orig := uint32(len(data) + rnd.IntN(3))
+		pcap = pcapRecord(pcap, le, sec0, uint32(i), data, orig)
+		pcapng = appendBlock(pcapng, blockEPB, epbBody(le, 0, ns0+uint64(i), data, orig), le)
+		want = append(want, frame{data, ns0 + int64(i), orig, 1, 0})
+	}
+	return pcap, pcapng, want
+}
+
+// TestSmallBuffers reads through read buffers of a few records, fed one
+// byte per read, so that refills switch buffers and batches end where both
+// buffers hold lent frames. readAll checks that no frame is overwritten
+// before its batch is returned.
+func TestSmallBuffers(t *testing.T) {
+	pc, ng, want := manyRecords(500, 60)
+	damaged := append([]byte(nil), pc...)
+	binary.LittleEndian.PutUint32(damaged[24+8:], 1000) // record 1: caplen over the limit
+	for _, c := range []struct {
+		name   string
+		file   []byte
+		opts   Options
+		want   []frame
+		errors uint64
+	}{
+		{"pcap", pc, Options{SnapLimit: 100}, want, 0},
+		{"pcapng", ng, Options{SnapLimit: 100}, want, 0},
+		{"gzip", gz(t, pc), Options{SnapLimit: 100}, want, 0},
+		{"pcap resync", damaged, Options{SnapLimit: 100, KeepGoing: true}, want[1:], 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src, err := open([]string{"-"}, &c.opts, iotest.OneByteReader(bytes.NewReader(c.file)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			src.win.size = 200
+			b := capture.NewBatch(50)
+			var got []frame
+			short := 0
+			for {
+				err := src.Next(b)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(b.Frames) < cap(b.Frames) {
+					short++
+				}
+				got = copyFrames(got, b)
+			}
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("frames (-want +got):\n%s", diff)
+			}
+			if short < 2 {
+				t.Errorf("%d short batches, want the buffers to have run out of room", short)
+			}
+			if s := src.Stats(); s.Errors != c.errors {
+				t.Errorf("Stats() = %+v, want %d errors", s, c.errors)
+			}
+		})
+	}
+}
+
+func TestClose(t *testing.T) {
+	pc, _ := basePcap(65535)
+	src, err := Open(writeTemp(t, pc), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := capture.NewBatch(1)
+	if err := src.Next(b); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := src.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	}
+	if err := src.Next(b); !errors.Is(err, os.ErrClosed) || len(b.Frames) != 0 {
+		t.Errorf("Next after Close: %d frames, error %v, want none and os.ErrClosed", len(b.Frames), err)
+	}
+	if s := src.Stats(); s.Received != 1 {
+		t.Errorf("Stats() after Close = %+v, want 1 received", s)
+	}
+	if err := src.Next(&capture.Batch{}); err == nil {
+		t.Error("Next with a batch of no room succeeded")
+	}
+}
+
+// TestCloseDuringNext closes the source while Next waits for standard
+// input: Next must return os.ErrClosed once its read returns.
+func TestCloseDuringNext(t *testing.T) {
+	pc, _ := basePcap(65535)
+	pr, pw := io.Pipe()
+	src, err := open([]string{"-"}, nil, pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := make(chan error)
+	go func() {
+		_, err := pw.Write(pc[:30]) // header and part of a record
+		written <- err
+	}()
+	done := make(chan error)
+	b := capture.NewBatch(4)
+	go func() { done <- src.Next(b) }()
+	if err := <-written; err != nil {
+		t.Fatal(err)
+	}
+	// Next has read the 30 bytes and waits for more.
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if err := <-done; !errors.Is(err, os.ErrClosed) || len(b.Frames) != 0 {
+		t.Errorf("Next: %d frames, error %v, want none and os.ErrClosed", len(b.Frames), err)
+	}
+}
+
+// allocSink keeps the compiler from optimising away what a no-allocation
+// test reads.
+var allocSink int
+
+// TestNoAllocs proves that Next allocates nothing per call once running,
+// for mapped pcap and pcapng files and for read (unmapped) input.
+func TestNoAllocs(t *testing.T) {
+	pc, ng, _ := manyRecords(20000, 100)
+	paths := writeTemp(t, pc, ng)
+	stream, err := os.Open(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	for _, c := range []struct {
+		name  string
+		paths []string
+		stdin io.Reader
+	}{
+		{"pcap", paths[:1], nil},
+		{"pcapng", paths[1:], nil},
+		{"read", []string{"-"}, stream},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src, err := open(c.paths, nil, c.stdin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			b := capture.NewBatch(32)
+			if err := src.Next(b); err != nil { // opens the file
+				t.Fatal(err)
+			}
+			allocs := testing.AllocsPerRun(200, func() {
+				if err := src.Next(b); err != nil {
+					t.Fatal(err)
+				}
+				allocSink += len(b.Frames[0].Data)
+			})
+			if allocs != 0 {
+				t.Errorf("Next allocates %v times per call, want 0", allocs)
+			}
+		})
+	}
+}
