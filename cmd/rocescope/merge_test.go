@@ -1,0 +1,380 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rocescope/rocescope/capture"
+	"github.com/rocescope/rocescope/capture/file"
+	"github.com/rocescope/rocescope/capture/synth"
+	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/metrics"
+)
+
+// Rates for the synthetic traces of these tests: 200k frames over 3 s make
+// a few dozen of the 4000 flows reach 2 Mb/s in a window, and the jitter
+// connections swing by more than 1 Mb/s.
+var mergeRates = []string{"--elephant-rate", "2M", "--jitter-rate", "1M"}
+
+// runInProcess runs a rocescope command line in process and returns its exit
+// status, standard output and standard error.
+func runInProcess(ctx context.Context, args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := run(ctx, &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errOut}, args)
+	return code, out.String(), errOut.String()
+}
+
+// mustRunInProcess runs a command line that must succeed and returns its standard
+// output.
+func mustRunInProcess(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out, errOut := runInProcess(context.Background(), args...)
+	if code != 0 {
+		t.Fatalf("rocescope %s: exit status %d: %s", strings.Join(args, " "), code, errOut)
+	}
+	return out
+}
+
+// splitter picks the part of a frame: i is the frame's position in the
+// trace, p the frame decoded.
+type splitter func(i int, p *decode.Packet) int
+
+// byConnection keeps both directions of a connection in one of k parts:
+// it hashes the unordered address pair and the UDP source port, which
+// RoCEv2 NICs make equal both ways. Frames without UDP (PFC, ARP, TCP) go
+// round-robin: nothing per connection depends on them.
+func byConnection(k int) splitter {
+	return func(i int, p *decode.Packet) int {
+		if p.Headers&decode.HasUDP == 0 {
+			return i % k
+		}
+		a, b := p.Src.As16(), p.Dst.As16()
+		if bytes.Compare(a[:], b[:]) > 0 {
+			a, b = b, a
+		}
+		h := fnv.New64a()
+		h.Write(a[:])
+		h.Write(b[:])
+		h.Write(binary.BigEndian.AppendUint16(nil, p.SrcPort))
+		return int(h.Sum64() % uint64(k))
+	}
+}
+
+// roundRobin deals the frames to k parts in turn, splitting every flow.
+func roundRobin(k int) splitter { return func(i int, _ *decode.Packet) int { return i % k } }
+
+// writeSplitTrace writes the synthetic trace cfg describes to dir/all.pcap
+// and its frames, split by part, to dir/part<i>.pcap. It returns the part
+// paths and, per part, the window starts (1 s windows) it has frames in.
+func writeSplitTrace(t *testing.T, dir string, cfg *synth.Config, k int, part splitter) ([]string, []map[int64]bool) {
+	t.Helper()
+	src, err := synth.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	type out struct {
+		f  *os.File
+		bw *bufio.Writer
+		pw *file.Writer
+	}
+	create := func(name string) out {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bw := bufio.NewWriter(f)
+		pw, err := file.NewWriter(bw, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out{f, bw, pw}
+	}
+	all := create("all.pcap")
+	parts := make([]out, k)
+	paths := make([]string, k)
+	windows := make([]map[int64]bool, k)
+	for i := range parts {
+		paths[i] = filepath.Join(dir, fmt.Sprintf("part%d.pcap", i))
+		parts[i] = create(filepath.Base(paths[i]))
+		windows[i] = map[int64]bool{}
+	}
+	b := capture.NewBatch(256)
+	var p decode.Packet
+	n := 0
+	for {
+		err := src.Next(b)
+		for _, f := range b.Frames {
+			p.Decode(f.Data, f.Link) // damaged frames are split like any other
+			j := part(n, &p)
+			n++
+			windows[j][f.Time-f.Time%int64(time.Second)] = true
+			for _, o := range []out{all, parts[j]} {
+				if err := o.pw.WriteFrame(f.Time, f.Data, int(f.OrigLen)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range append(parts, all) {
+		if err := errors.Join(o.pw.Flush(), o.bw.Flush(), o.f.Close()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return paths, windows
+}
+
+// parseReports parses JSON lines reports into generic objects, numbers kept as
+// written so that comparisons are exact.
+func parseReports(t *testing.T, jsonl string) []map[string]any {
+	t.Helper()
+	var rs []map[string]any
+	dec := json.NewDecoder(strings.NewReader(jsonl))
+	dec.UseNumber()
+	for {
+		var r map[string]any
+		if err := dec.Decode(&r); err == io.EOF {
+			return rs
+		} else if err != nil {
+			t.Fatalf("report %d: %v", len(rs), err)
+		}
+		rs = append(rs, r)
+	}
+}
+
+// reportHosts returns the "hosts" key of a report.
+func reportHosts(r map[string]any) []string {
+	var hs []string
+	for _, h := range r["hosts"].([]any) {
+		hs = append(hs, h.(string))
+	}
+	return hs
+}
+
+// withoutKeys returns r without the given keys.
+func withoutKeys(r map[string]any, keys ...string) map[string]any {
+	c := make(map[string]any, len(r))
+	for k, v := range r {
+		if !slices.Contains(keys, k) {
+			c[k] = v
+		}
+	}
+	return c
+}
+
+// splitRun replays the k parts of a split trace into state directories,
+// each as its own host, and returns the directories and the parts' own
+// reports.
+func splitRun(t *testing.T, dir string, parts []string) ([]string, [][]map[string]any) {
+	t.Helper()
+	dirs := make([]string, len(parts))
+	own := make([][]map[string]any, len(parts))
+	for i, part := range parts {
+		dirs[i] = filepath.Join(dir, fmt.Sprintf("states%d", i))
+		if err := os.Mkdir(dirs[i], 0o755); err != nil {
+			t.Fatal(err)
+		}
+		args := append([]string{"replay", "--exact", "--workers", "2", "--format", "jsonl", "--host", fmt.Sprintf("h%d", i), "--state-out", dirs[i]}, mergeRates...)
+		own[i] = parseReports(t, mustRunInProcess(t, append(args, part)...))
+	}
+	return dirs, own
+}
+
+// propertyTrace is the synthetic trace of the property tests.
+func propertyTrace() *synth.Config {
+	c := &synth.Config{Seed: 5, Packets: 200_000, Flows: 2000}
+	if testing.Short() {
+		c.Packets = 60_000
+	}
+	return c
+}
+
+// TestMergeByConnectionEqualsOneHost splits a synthetic trace between k =
+// 2..5 hosts by connection, replays each part as its own host, merges
+// their state directories and requires the merged reports to equal the
+// replay of the whole trace window by window, key by key (every counter,
+// the distinct-flow estimate, every flow with --exact, top flows, elephants,
+// jitter, latencies, sketch errors), but for host and hosts, which must
+// list the hosts that had frames in the window.
+func TestMergeByConnectionEqualsOneHost(t *testing.T) {
+	dir := t.TempDir()
+	whole := filepath.Join(dir, "whole")
+	if err := os.Mkdir(whole, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var want []map[string]any
+	for k := 2; k <= 5; k++ {
+		t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) {
+			kdir := filepath.Join(dir, fmt.Sprint(k))
+			if err := os.Mkdir(kdir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			parts, windows := writeSplitTrace(t, kdir, propertyTrace(), k, byConnection(k))
+			if want == nil {
+				want = parseReports(t, mustRunInProcess(t, append([]string{"replay", "--exact", "--format", "jsonl", "--host", "all", filepath.Join(kdir, "all.pcap")}, mergeRates...)...))
+				checkInteresting(t, want)
+			}
+			dirs, own := splitRun(t, kdir, parts)
+			got := parseReports(t, mustRunInProcess(t, append(append([]string{"merge", "--exact", "--format", "jsonl"}, mergeRates...), dirs...)...))
+			if len(got) != len(want) {
+				t.Fatalf("merge wrote %d reports, the whole trace has %d", len(got), len(want))
+			}
+			for i := range want {
+				start, _ := want[i]["window_start_ns"].(json.Number).Int64()
+				var hosts []string
+				for j := range k {
+					if windows[j][start] {
+						hosts = append(hosts, fmt.Sprintf("h%d", j))
+					}
+				}
+				if diff := cmp.Diff(hosts, reportHosts(got[i])); diff != "" {
+					t.Errorf("window %d hosts (-want +got):\n%s", i, diff)
+				}
+				if diff := cmp.Diff(withoutKeys(want[i], "host", "hosts"), withoutKeys(got[i], "host", "hosts")); diff != "" {
+					t.Errorf("window %d: merged report differs from the whole trace's (-whole +merged):\n%s", i, diff)
+				}
+			}
+			if k != 3 {
+				return
+			}
+			// Host h2 loses its state of window 1: that window is merged from
+			// h0 and h1 alone, and its counters are the sum of theirs.
+			lost := filepath.Join(dirs[2], fmt.Sprintf("h2-%s%s", want[1]["window_start_ns"], metrics.StateExt))
+			if err := os.Remove(lost); err != nil {
+				t.Fatal(err)
+			}
+			got = parseReports(t, mustRunInProcess(t, append(append([]string{"merge", "--exact", "--format", "jsonl"}, mergeRates...), dirs...)...))
+			if diff := cmp.Diff([]string{"h0", "h1"}, reportHosts(got[1])); diff != "" {
+				t.Errorf("window 1 without h2: hosts (-want +got):\n%s", diff)
+			}
+			for _, key := range []string{"packets", "bytes", "roce_packets", "other_packets", "payload_bytes", "cnp", "ecn_ce", "retransmits"} {
+				a, _ := own[0][1][key].(json.Number).Int64()
+				b, _ := own[1][1][key].(json.Number).Int64()
+				if g, _ := got[1][key].(json.Number).Int64(); g != a+b {
+					t.Errorf("window 1 without h2: %s %d, want h0's %d + h1's %d", key, g, a, b)
+				}
+			}
+			if diff := cmp.Diff(withoutKeys(want[0], "host", "hosts"), withoutKeys(got[0], "host", "hosts")); diff != "" {
+				t.Errorf("window 0 changed when h2 lost window 1 (-whole +merged):\n%s", diff)
+			}
+		})
+	}
+}
+
+// checkInteresting fails unless every window of the whole trace has
+// elephants, jitter flows, CNPs, retransmits and READ latencies to
+// compare: a comparison of empty lists would prove nothing.
+func checkInteresting(t *testing.T, rs []map[string]any) {
+	t.Helper()
+	if len(rs) < 3 {
+		t.Fatalf("the whole trace has %d windows, want at least 3", len(rs))
+	}
+	for i, r := range rs {
+		for _, key := range []string{"elephants", "jitter", "top_flows"} {
+			if len(r[key].([]any)) == 0 {
+				t.Errorf("window %d of the whole trace has no %s", i, key)
+			}
+		}
+		for _, key := range []string{"cnp", "retransmits", "psn_gaps", "naks"} {
+			if r[key] == json.Number("0") {
+				t.Errorf("window %d of the whole trace has no %s", i, key)
+			}
+		}
+		if r["read_latency_ns"].(map[string]any)["count"] == json.Number("0") {
+			t.Errorf("window %d of the whole trace has no READ latency", i)
+		}
+	}
+}
+
+// Report keys that depend on the order of a flow's packets, and so differ
+// when a flow is split between hosts:
+//   - retransmits, psn_gaps: PSN tracking compares each request's PSN
+//     with the one before it in the flow;
+//   - latencies and read_latency_unmatched: a request and its response
+//     must meet on one host;
+//   - sqp, and the cnp and cnp_unattributed that attribution by source QP
+//     yields: the source QP is learned from the opposite direction;
+//   - a flow's opcodes: a flow record names the first 8 opcodes it saw
+//     and sums the rest as "other", and which come first depends on the
+//     order (the synthetic RC flows use more than 8);
+//   - sketch_error: it holds the top-k sketch's recall, and that sketch
+//     merges exactly only when each flow is on one host.
+var (
+	windowOrderDependent = []string{"retransmits", "psn_gaps", "read_latency_ns", "ack_latency_ns",
+		"read_latency_unmatched", "cnp_unattributed", "sketch_error"}
+	flowOrderDependent = []string{"retransmits", "psn_gaps", "sqp", "cnp", "opcodes", "read_latency_sum_ns",
+		"ack_latency_sum_ns", "read_latency_count", "ack_latency_count", "read_latency_mean_ns", "ack_latency_mean_ns"}
+)
+
+// orderFree returns a report without the keys that depend on per-flow
+// order, in its flow lists too.
+func orderFree(r map[string]any) map[string]any {
+	c := withoutKeys(r, append(windowOrderDependent, "host", "hosts")...)
+	for _, list := range []string{"top_flows", "elephants", "jitter", "flows_all"} {
+		var fs []any
+		for _, f := range c[list].([]any) {
+			fs = append(fs, withoutKeys(f.(map[string]any), flowOrderDependent...))
+		}
+		c[list] = fs
+	}
+	return c
+}
+
+// TestMergeRoundRobinAddsUp deals the frames of a synthetic trace to k =
+// 2..5 hosts in turn, so that every flow is split between hosts, and
+// requires the merged reports to agree with the whole trace's on everything
+// that does not depend on per-flow order (see orderDependent): every
+// window counter (packets, bytes, RoCE and other, opcodes, messages, CNP,
+// ECN-CE, FECN, BECN, ACKs, NAKs, PFC ...), the distinct-flow estimate,
+// and per flow the packets, bytes, payload, opcodes, rates and the elephant
+// and jitter lists.
+func TestMergeRoundRobinAddsUp(t *testing.T) {
+	dir := t.TempDir()
+	var want []map[string]any
+	for k := 2; k <= 5; k++ {
+		t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) {
+			kdir := filepath.Join(dir, fmt.Sprint(k))
+			if err := os.Mkdir(kdir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			parts, _ := writeSplitTrace(t, kdir, propertyTrace(), k, roundRobin(k))
+			if want == nil {
+				want = parseReports(t, mustRunInProcess(t, append([]string{"replay", "--exact", "--format", "jsonl", "--host", "all", filepath.Join(kdir, "all.pcap")}, mergeRates...)...))
+			}
+			dirs, _ := splitRun(t, kdir, parts)
+			got := parseReports(t, mustRunInProcess(t, append(append([]string{"merge", "--exact", "--format", "jsonl"}, mergeRates...), dirs...)...))
+			if len(got) != len(want) {
+				t.Fatalf("merge wrote %d reports, the whole trace has %d", len(got), len(want))
+			}
+			for i := range want {
+				if n := len(reportHosts(got[i])); n != k {
+					t.Errorf("window %d: %d hosts, want %d", i, n, k)
+				}
+				if diff := cmp.Diff(orderFree(want[i]), orderFree(got[i])); diff != "" {
+					t.Errorf("window %d: merged report differs from the whole trace's (-whole +merged):\n%s", i, diff)
+				}
+			}
+		})
+	}
+}
