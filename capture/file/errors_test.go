@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // basePcap returns a little-endian µs pcap file with snap length snap and
@@ -105,7 +103,7 @@ func TestErrors(t *testing.T) {
 			if c.file != nil && c.file[0] == 0x0a {
 				want = ngWant[:c.frames]
 			}
-			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+			if diff := diffFrames(want, got); diff != "" {
 				t.Errorf("frames (-want +got):\n%s", diff)
 			}
 			// The error sticks.
@@ -201,7 +199,7 @@ func TestPrefixes(t *testing.T) {
 				case !boundary:
 					k = len(got)
 				}
-				if diff := cmp.Diff(c.want[:k], got, cmpopts.EquateEmpty()); diff != "" {
+				if diff := diffFrames(c.want[:k], got); diff != "" {
 					t.Errorf("frames (-want +got):\n%s", diff)
 				}
 			})

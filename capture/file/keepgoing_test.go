@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // insert returns b with extra inserted at off.
@@ -46,7 +44,7 @@ func TestKeepGoing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty()); diff != "" {
+			if diff := diffFrames(c.want, got); diff != "" {
 				t.Errorf("frames (-want +got):\n%s", diff)
 			}
 			if s := src.Stats(); s.Errors != c.errors || s.Received != uint64(len(c.want)) {
