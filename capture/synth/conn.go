@@ -7,6 +7,7 @@ const (
 	ringCap  = 16 // messages a requester keeps for go-back-N
 	taskCap  = 16 // packets a responder may have queued
 	ackEvery = 8  // the responder acknowledges at least every ackEvery request packets
+	maxExtra = 8  // a requester sends fewer than maxExtra packets after a NAK was queued
 
 	synAck    = 0x1f // AETH ACK syndrome: credit count "invalid" (end-to-end credits unused)
 	synNAKSeq = 0x60 // AETH NAK, PSN sequence error
@@ -106,20 +107,19 @@ type conn struct {
 	due     int64
 }
 
-// canSend reports whether the requester may send its next packet now.
+// canSend reports whether the requester may send its next packet now:
+// not while its responder has no room for two more tasks, nor once it has
+// sent its extraMax packets after the one whose NAK is queued. The message
+// ring never overflows: from the lost or refused packet on, a requester
+// sends at most 1 + maxExtra packets before it waits for the NAK, each
+// starting at most one message.
 func (c *conn) canSend() bool {
-	if c.tn > taskCap-2 {
-		return false
-	}
-	if c.recovering && c.nakQueued && c.extra >= c.extraMax {
-		return false
-	}
-	floor := c.cur
-	if c.recovering {
-		floor = c.recSeq
-	}
-	return c.cur < c.hi || c.hi-floor < ringCap
+	return c.tn <= taskCap-2 && !(c.recovering && c.nakQueued && c.extra >= c.extraMax)
 }
+
+// The ring holds the message of the lost packet and the messages of the
+// packets sent after it.
+const _ = uint(ringCap - 1 - (1 + maxExtra))
 
 // nextDue returns the time of the connection's next reactive packet, or 0.
 func (c *conn) nextDue() int64 {
@@ -235,7 +235,7 @@ func (s *Source) request(c *conn, now int64, p *packet) bool {
 func (s *Source) startRecovery(c *conn, seq int, i uint32, refused bool) {
 	c.recovering, c.nakQueued, c.extra = true, refused, 0
 	c.recSeq, c.recPkt = seq, i
-	c.extraMax = s.rng.intn(8)
+	c.extraMax = s.rng.intn(maxExtra)
 }
 
 // dataOpcode returns the opcode of packet i of a SEND or WRITE message of

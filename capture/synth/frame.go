@@ -146,14 +146,12 @@ func checksum(b []byte, sum uint32) uint16 {
 }
 
 // sum16 adds the big-endian 16-bit words of b (a last odd byte padded
-// with zero) to sum, folding the carries.
+// with zero) to sum. It does not fold: the sum of a 64 KiB segment and a
+// pseudo-header fits in 32 bits.
 func sum16(b []byte, sum uint32) uint32 {
 	for len(b) >= 2 {
 		sum += uint32(b[0])<<8 | uint32(b[1])
 		b = b[2:]
-		if sum >= 1<<31 {
-			sum = sum&0xffff + sum>>16
-		}
 	}
 	if len(b) == 1 {
 		sum += uint32(b[0]) << 8

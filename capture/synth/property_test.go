@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"testing"
@@ -366,7 +367,8 @@ func TestConfigErrors(t *testing.T) {
 		{Flows: synth.MaxFlows + 1}, {Flows: synth.Off}, {Hosts: 1}, {Start: -5}, {Window: synth.Off}, {Duration: -time.Second},
 		{ZipfS: synth.Off}, {MaxMessage: synth.Off}, {PMTU: 1000}, {PMTU: 8192}, {DSCP: 64}, {Flows: 3, JitterFlows: 3},
 		{JitterFlows: 10, JitterShare: 0.1}, {SnapLen: synth.MinSnapLen - 1}, {ReadShare: 0.6, SendShare: 0.6},
-		{OtherShare: 0.5, PFCShare: 0.5}, {LossProb: 1.5}, {ECNCEProb: 2},
+		{OtherShare: 0.5, PFCShare: 0.5}, {LossProb: 1.5}, {ECNCEProb: 2}, {Hosts: 1<<16 + 1}, {Start: 1<<62 + 1},
+		{VLANShare: math.NaN()},
 	} {
 		if _, err := synth.New(&c); !errors.Is(err, synth.ErrConfig) {
 			t.Errorf("New(%+v) = %v, want ErrConfig", c, err)
@@ -421,6 +423,22 @@ func TestTruthJSON(t *testing.T) {
 	}
 	if d := gocmp.Diff(tr, &back, cmpAddr); d != "" {
 		t.Errorf("JSON round trip (-before +after):\n%s", d)
+	}
+	for _, w := range tr.Windows {
+		if got := tr.Window(w.StartNS); got == nil || got.StartNS != w.StartNS || got.Packets != w.Packets {
+			t.Errorf("Window(%d) = %+v", w.StartNS, got)
+		}
+		for _, f := range w.PerFlow {
+			if got := w.Flow(f.FlowKey); got == nil || *got != f {
+				t.Errorf("window %d: Flow(%v) = %+v, want %+v", w.StartNS, f.FlowKey, got, f)
+			}
+			if tot := tr.Flow(f.FlowKey); tot == nil || tot.Packets < f.Packets || tot.SQP != f.SQP {
+				t.Errorf("Flow(%v) = %+v, window entry %+v", f.FlowKey, tot, f)
+			}
+		}
+	}
+	if tr.Window(tr.StartNS-tr.WindowNS) != nil || tr.Window(tr.StartNS+1) != nil || tr.Flow(synth.FlowKey{}) != nil {
+		t.Error("lookups of absent windows or flows found something")
 	}
 	var raw struct {
 		Windows []map[string]json.RawMessage `json:"windows"`
