@@ -378,3 +378,212 @@ func TestMergeRoundRobinAddsUp(t *testing.T) {
 		})
 	}
 }
+
+// smallTrace writes a small synthetic trace (3 windows) and returns its
+// path.
+func smallTrace(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "small.pcap")
+	mustRunInProcess(t, "gen", "-o", path, "--packets", "20000", "--flows", "200", "--seed", "9")
+	return path
+}
+
+// engineStates writes the window states of trace, analyzed with cfg, into
+// the directory dir: the way to make states with sketch settings the
+// command line does not offer.
+func engineStates(t *testing.T, dir, trace string, cfg *metrics.Config) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e, err := metrics.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := file.Open([]string{trace}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	sw, err := metrics.NewStateWriter(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(e.Run(context.Background(), []capture.Source{src}, sw.Write), sw.Close()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stateFilesIn returns the state files of dir in name order.
+func stateFilesIn(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*"+metrics.StateExt))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no state files in %s (%v)", dir, err)
+	}
+	return files
+}
+
+// TestStateOutDirectory checks what replay --state-out DIR leaves: one
+// file per window named <host>-<start ns>.rsstate holding exactly that
+// window's state, and no temporary file; and that --state-out FILE holds
+// the same states in order.
+func TestStateOutDirectory(t *testing.T) {
+	dir := t.TempDir()
+	trace := smallTrace(t, dir)
+	states := filepath.Join(dir, "states")
+	if err := os.Mkdir(states, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	jsonl := mustRunInProcess(t, "replay", "--format", "jsonl", "--host", "cap-1", "--state-out", states, trace)
+	single := filepath.Join(dir, "all.states")
+	mustRunInProcess(t, "replay", "--format", "jsonl", "--host", "cap-1", "--state-out", single, trace)
+	var want []string
+	for _, r := range parseReports(t, jsonl) {
+		want = append(want, fmt.Sprintf("cap_1-%s%s", r["window_start_ns"], metrics.StateExt))
+	}
+	ents, err := os.ReadDir(states)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, de := range ents {
+		got = append(got, de.Name())
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("state directory (-want +got):\n%s", diff)
+	}
+	f, err := os.Open(single)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	all := metrics.NewStateReader(f, single)
+	for _, name := range got {
+		data, err := os.ReadFile(filepath.Join(states, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w, fromFile metrics.Window
+		sr := metrics.NewStateReader(bytes.NewReader(data), name)
+		if err := sr.Next(&w); err != nil {
+			t.Fatal(err)
+		}
+		if err := sr.Next(new(metrics.Window)); err != io.EOF {
+			t.Errorf("%s: second state: %v, want io.EOF", name, err)
+		}
+		if got := fmt.Sprintf("cap_1-%d%s", w.Start, metrics.StateExt); got != name || !slices.Equal(w.Hosts, []string{"cap-1"}) {
+			t.Errorf("%s holds window %s of hosts %q", name, got, w.Hosts)
+		}
+		if err := all.Next(&fromFile); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := w.AppendBinary(nil)
+		b, _ := fromFile.AppendBinary(nil)
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s differs from the same window in the single state file", name)
+		}
+	}
+	if err := all.Next(new(metrics.Window)); err != io.EOF {
+		t.Errorf("single state file: state after the last window: %v, want io.EOF", err)
+	}
+}
+
+// TestMergeRejectsBadInput gives merge damaged states, states that cannot
+// be merged, and states delivered twice, and requires exit status 1, an
+// error that names the offending file and says what is wrong, and no
+// report at all.
+func TestMergeRejectsBadInput(t *testing.T) {
+	dir := t.TempDir()
+	trace := smallTrace(t, dir)
+	good := filepath.Join(dir, "a")
+	if err := os.Mkdir(good, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustRunInProcess(t, "replay", "--format", "jsonl", "--host", "a", "--state-out", good, trace)
+	goodFiles := stateFilesIn(t, good)
+	first, err := os.ReadFile(goodFiles[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	single := filepath.Join(dir, "a.states")
+	mustRunInProcess(t, "replay", "--format", "jsonl", "--host", "a", "--state-out", single, trace)
+
+	// write puts data into a new file of a directory that sorts after
+	// good, so that the good states are read first.
+	n := 0
+	write := func(data []byte) string {
+		n++
+		p := filepath.Join(dir, "z", fmt.Sprintf("bad%d%s", n, metrics.StateExt))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	edit := func(f func(b []byte) []byte) string { return write(f(bytes.Clone(first))) }
+	trailing := edit(func(b []byte) []byte { return append(b, 0, 0) })
+	frame := binary.BigEndian.Uint32(first)
+	copied := filepath.Join(dir, "z", "copy", filepath.Base(goodFiles[1]))
+	if err := os.MkdirAll(filepath.Dir(copied), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(goodFiles[1])
+	if err := os.WriteFile(copied, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	engineStates(t, filepath.Join(dir, "z", "cmwidth"), trace, &metrics.Config{Host: "b", Workers: 1, CMWidth: 1 << 12})
+	engineStates(t, filepath.Join(dir, "z", "cmdepth"), trace, &metrics.Config{Host: "b", Workers: 1, CMDepth: 3})
+	engineStates(t, filepath.Join(dir, "z", "seed"), trace, &metrics.Config{Host: "b", Workers: 1, Seed: 99})
+	engineStates(t, filepath.Join(dir, "z", "distinct"), trace, &metrics.Config{Host: "b", Workers: 1, DistinctBits: 1 << 12})
+	engineStates(t, filepath.Join(dir, "z", "topk"), trace, &metrics.Config{Host: "b", Workers: 1, TopKSize: 64})
+	halfWindow := filepath.Join(dir, "z", "window")
+	if err := os.MkdirAll(halfWindow, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustRunInProcess(t, "replay", "--format", "jsonl", "--host", "b", "--window", "500ms", "--state-out", halfWindow, trace)
+
+	for _, tc := range []struct {
+		name string
+		args []string // the states to merge; default: the good directory, then file
+		file string   // the file the error must name
+		says string   // what it must say
+	}{
+		{name: "truncated", file: edit(func(b []byte) []byte { return b[:len(b)-100] }), says: fmt.Sprintf("state at offset 0: %d of %d bytes", frame-100, frame)},
+		{name: "length cut", file: write(first[:3]), says: "length cut after 3 bytes"},
+		{name: "byte flipped", file: edit(func(b []byte) []byte { b[len(b)/2] ^= 1; return b }), says: "checksum"},
+		{name: "checksum flipped", file: edit(func(b []byte) []byte { b[len(b)-1] ^= 0x80; return b }), says: "checksum"},
+		{name: "length too large", file: edit(func(b []byte) []byte { binary.BigEndian.PutUint32(b, 1<<31+1); return b }), says: "too large"},
+		{name: "length short by one", file: edit(func(b []byte) []byte { binary.BigEndian.PutUint32(b, frame-1); return b }), says: "checksum"},
+		{name: "trailing bytes", args: []string{trailing}, file: trailing, says: fmt.Sprintf("state at offset %d: length cut after 2 bytes", 4+frame)},
+		{name: "version", file: edit(func(b []byte) []byte { b[4+8] = 9; return b }), says: "state version 9"},
+		{name: "not a state", file: write([]byte("\x00\x00\x00\x10GET / HTTP/1.1\r\n")), says: "bad magic"},
+		{name: "empty", file: write(nil), says: "no window state"},
+		{name: "count-min width", file: stateFilesIn(t, filepath.Join(dir, "z", "cmwidth"))[0], says: "sketch configuration"},
+		{name: "count-min depth", file: stateFilesIn(t, filepath.Join(dir, "z", "cmdepth"))[0], says: "sketch configuration"},
+		{name: "seed", file: stateFilesIn(t, filepath.Join(dir, "z", "seed"))[0], says: "sketch configuration"},
+		{name: "distinct bits", file: stateFilesIn(t, filepath.Join(dir, "z", "distinct"))[0], says: "sketch configuration"},
+		{name: "top-k size", file: stateFilesIn(t, filepath.Join(dir, "z", "topk"))[0], says: "sketch configuration"},
+		{name: "window length", file: stateFilesIn(t, halfWindow)[0], says: "length 500ms differs from 1s in " + goodFiles[0]},
+		{name: "same window twice", file: copied, says: "host a already delivered it in " + goodFiles[1]},
+		{name: "same host as file and directory", args: []string{good, single}, file: goodFiles[0], says: "host a already delivered it in " + single},
+		{name: "missing", file: filepath.Join(dir, "nothing-here"), says: "no such file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			states := tc.args
+			if states == nil {
+				states = []string{good, tc.file}
+			}
+			args := append([]string{"merge", "--format", "jsonl"}, states...)
+			code, out, errOut := runInProcess(context.Background(), args...)
+			if code != 1 || !strings.Contains(errOut, tc.file) || !strings.Contains(errOut, tc.says) {
+				t.Errorf("exit status %d, stderr %q; want 1 and an error naming %s that says %q", code, errOut, tc.file, tc.says)
+			}
+			if out != "" {
+				t.Errorf("a failed merge wrote reports:\n%.300s", out)
+			}
+		})
+	}
+}
