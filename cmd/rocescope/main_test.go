@@ -302,3 +302,26 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version: exit %d: %q", code, out)
 	}
 }
+
+// TestReplayExact checks --exact: every flow listed, and the sketches'
+// error measured against the exact records.
+func TestReplayExact(t *testing.T) {
+	pcap, truth := genTrace(t, t.TempDir())
+	code, out, stderr := runCLI(t, "replay", "--exact", "--format", "jsonl", pcap)
+	if code != 0 {
+		t.Fatalf("replay --exact: exit %d: %s", code, stderr)
+	}
+	for i, r := range reports(t, out) {
+		all, ok := r["flows_all"].([]any)
+		if !ok || uint64(len(all)) != truth.Windows[i].Flows {
+			t.Errorf("window %d: flows_all has %d flows, truth %d", i, len(all), truth.Windows[i].Flows)
+		}
+		se, ok := r["sketch_error"].(map[string]any)
+		if !ok {
+			t.Fatalf("window %d: no sketch_error", i)
+		}
+		if se["top_recall"].(float64) < 0.99 || se["flows_rel_err"].(float64) > 0.005 {
+			t.Errorf("window %d: sketch error %v", i, se)
+		}
+	}
+}
