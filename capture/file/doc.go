@@ -31,7 +31,7 @@
 //
 // A damaged input yields an error that names the file, the record or block
 // number (1-based) and the byte offset, and wraps one of [ErrTruncated],
-// [ErrBadMagic], [ErrRecordTooLarge] or [ErrBadBlock]. Offsets in gzip input
+// [ErrBadMagic], [ErrRecordTooLarge], [ErrBadBlock] or [ErrBadGzip]. Offsets in gzip input
 // count decompressed bytes. With Options.KeepGoing the damage is counted in
 // Stats().Errors instead and reading goes on at the next plausible record, or
 // with the next file where the format leaves nothing to resynchronise on.

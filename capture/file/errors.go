@@ -21,6 +21,9 @@ var (
 	// ErrBadBlock means a pcapng block is inconsistent: its lengths do not
 	// agree, its body overruns it, or it refers to an unknown interface.
 	ErrBadBlock = errors.New("bad pcapng block")
+	// ErrBadGzip means a gzip stream is corrupt: a bad header, checksum or
+	// compressed data. A cut gzip stream is ErrTruncated.
+	ErrBadGzip = errors.New("corrupt gzip stream")
 )
 
 // errFull tells Source.Next that the window cannot hold more input without

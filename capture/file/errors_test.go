@@ -1,6 +1,7 @@
 package file
 
 import (
+	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -8,7 +9,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-
 )
 
 // basePcap returns a little-endian µs pcap file with snap length snap and
@@ -131,6 +131,16 @@ func TestErrorsGzip(t *testing.T) {
 	_, _, err = readFiles(t, nil, full[:5])
 	if !errors.Is(err, ErrTruncated) || !strings.Contains(err.Error(), "gzip header") {
 		t.Errorf("cut gzip header: error %v, want ErrTruncated in the gzip header", err)
+	}
+	crc := patch(full, len(full)-8, 0x12345678) // the trailer: CRC-32, then size
+	got, _, err := readFiles(t, nil, crc)
+	if !errors.Is(err, ErrBadGzip) || !errors.Is(err, gzip.ErrChecksum) || len(got) != 3 {
+		t.Errorf("bad gzip checksum: %d frames and error %v, want 3 and ErrBadGzip wrapping gzip.ErrChecksum", len(got), err)
+	}
+	flags := append([]byte(nil), full...)
+	flags[2] = 7 // compression method: only 8, deflate, exists
+	if _, _, err = readFiles(t, nil, flags); !errors.Is(err, ErrBadGzip) || !strings.Contains(err.Error(), "gzip header") {
+		t.Errorf("bad gzip header: error %v, want ErrBadGzip in the gzip header", err)
 	}
 }
 

@@ -3,7 +3,6 @@ package file
 import (
 	"encoding/binary"
 	"testing"
-
 )
 
 // insert returns b with extra inserted at off.

@@ -296,7 +296,7 @@ func (s *Source) openNext() error {
 			return fmt.Errorf("capture: %s: gzip header: %w", path, gzipError(err))
 		}
 		minFill = fileMinFill
-		if magic, raw, err = peek(gz); err != nil {
+		if magic, raw, err = peek(gzipReader{gz}); err != nil {
 			return fmt.Errorf("capture: %s: in gzip: %w", path, err)
 		}
 	}
@@ -304,12 +304,26 @@ func (s *Source) openNext() error {
 	return s.pick(magic)
 }
 
-// gzipError makes a truncated gzip stream wrap ErrTruncated.
+// gzipError returns err, from reading gzip input, wrapping ErrTruncated
+// when the stream was cut or ErrBadGzip when it is corrupt.
 func gzipError(err error) error {
 	if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("%w: %w", ErrTruncated, err)
 	}
-	return err
+	return fmt.Errorf("%w: %w", ErrBadGzip, err)
+}
+
+// gzipReader reads decompressed input and makes its errors wrap the
+// sentinels.
+type gzipReader struct{ z *gzip.Reader }
+
+// Read reads decompressed bytes; io.EOF passes unchanged.
+func (g gzipReader) Read(p []byte) (int, error) {
+	n, err := g.z.Read(p)
+	if err != nil && err != io.EOF {
+		err = gzipError(err)
+	}
+	return n, err
 }
 
 // peek reads the first bytes of r, for the format, and returns r with them
@@ -321,7 +335,7 @@ func peek(r io.Reader) ([]byte, io.Reader, error) {
 	case n == 0 && err == io.EOF:
 		return nil, nil, fmt.Errorf("empty file: %w", ErrTruncated)
 	case err != nil && err != io.ErrUnexpectedEOF:
-		return nil, nil, gzipError(err)
+		return nil, nil, err
 	}
 	return m[:n], io.MultiReader(bytes.NewReader(m[:n]), r), nil
 }

@@ -1,0 +1,196 @@
+package file
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/rocescope/rocescope/capture"
+	"github.com/rocescope/rocescope/decode"
+)
+
+// fuzzLimit is the snap limit of the fuzz tests: small, so that length
+// checks trigger often.
+const fuzzLimit = 1000
+
+// sentinels are the errors every read error must wrap.
+var sentinels = []error{ErrTruncated, ErrBadMagic, ErrRecordTooLarge, ErrBadBlock, ErrBadGzip}
+
+// sentinelOf returns the sentinel err wraps, nil for nil, or fails.
+func sentinelOf(t *testing.T, err error) error {
+	t.Helper()
+	if err == nil {
+		return nil
+	}
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return s
+		}
+	}
+	t.Fatalf("error %v wraps none of the sentinels", err)
+	return nil
+}
+
+// fuzzRead reads data as a file through the mapped path and as standard
+// input (through small read buffers if small), checks that both give the same frames
+// and error, and returns them. It also reads with KeepGoing and checks that
+// no error comes out, that the frames before the first damage are the
+// same, and that damage was counted exactly when there was some.
+func fuzzRead(t *testing.T, data []byte, small bool) ([]frame, error) {
+	path := filepath.Join(t.TempDir(), "fuzz")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	read := func(stdin bool, keep bool) ([]frame, error, capture.Stats) {
+		opts := &Options{SnapLimit: fuzzLimit, KeepGoing: keep}
+		paths := []string{path}
+		if stdin {
+			paths = []string{"-"}
+		}
+		src, err := open(paths, opts, bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		if stdin && small {
+			src.win.size = 2*fuzzLimit + 64
+		}
+		got, err := readAll(t, src, 3)
+		return got, err, src.Stats()
+	}
+	mapped, err, _ := read(false, false)
+	sentinel := sentinelOf(t, err)
+	streamed, err2, _ := read(true, false)
+	if diff := diffFrames(mapped, streamed); diff != "" {
+		t.Fatalf("mapped and read input differ (-mapped +read):\n%s", diff)
+	}
+	if s := sentinelOf(t, err2); s != sentinel {
+		t.Fatalf("mapped input: %v; read input: %v", err, err2)
+	}
+	for _, stdin := range []bool{false, true} {
+		kept, kerr, st := read(stdin, true)
+		if kerr != nil {
+			t.Fatalf("KeepGoing: error %v", kerr)
+		}
+		if st.Received != uint64(len(kept)) {
+			t.Fatalf("KeepGoing: %d frames, Stats %+v", len(kept), st)
+		}
+		if (st.Errors > 0) != (err != nil) {
+			t.Fatalf("KeepGoing counted %d errors; without it the error was %v", st.Errors, err)
+		}
+		if len(kept) < len(mapped) || diffFrames(mapped, kept[:len(mapped)]) != "" {
+			t.Fatalf("KeepGoing frames do not start with the %d frames before the damage", len(mapped))
+		}
+	}
+	return mapped, err
+}
+
+// parsePcap is an independent, plain reading of a classic pcap file: the
+// records before the first damage and the sentinel of that damage. ok is
+// false when data does not start with a pcap magic.
+func parsePcap(data []byte) (frames []frame, err error, ok bool) {
+	if len(data) < 4 {
+		return nil, nil, false
+	}
+	var bo binary.ByteOrder
+	var unit int64
+	switch {
+	case binary.LittleEndian.Uint32(data) == 0xa1b2c3d4:
+		bo, unit = binary.LittleEndian, 1000
+	case binary.BigEndian.Uint32(data) == 0xa1b2c3d4:
+		bo, unit = binary.BigEndian, 1000
+	case binary.LittleEndian.Uint32(data) == 0xa1b23c4d:
+		bo, unit = binary.LittleEndian, 1
+	case binary.BigEndian.Uint32(data) == 0xa1b23c4d:
+		bo, unit = binary.BigEndian, 1
+	default:
+		return nil, nil, false
+	}
+	if len(data) < 24 {
+		return nil, ErrTruncated, true
+	}
+	if bo.Uint16(data[4:]) != 2 {
+		return nil, ErrBadMagic, true
+	}
+	limit := uint64(fuzzLimit)
+	if snap := uint64(bo.Uint32(data[16:])); snap != 0 && snap < limit {
+		limit = snap
+	}
+	link := decode.LinkType(bo.Uint32(data[20:]))
+	rest := data[24:]
+	for len(rest) > 0 {
+		if len(rest) < 16 {
+			return frames, ErrTruncated, true
+		}
+		capLen, origLen := uint64(bo.Uint32(rest[8:])), uint64(bo.Uint32(rest[12:]))
+		if capLen > limit || capLen > origLen {
+			return frames, ErrRecordTooLarge, true
+		}
+		if uint64(len(rest)-16) < capLen {
+			return frames, ErrTruncated, true
+		}
+		frames = append(frames, frame{
+			Data:    rest[16 : 16+capLen],
+			Time:    int64(bo.Uint32(rest[0:]))*1e9 + int64(bo.Uint32(rest[4:]))*unit,
+			OrigLen: uint32(origLen),
+			Link:    link,
+		})
+		rest = rest[16+capLen:]
+	}
+	return frames, nil, true
+}
+
+// FuzzPcap reads arbitrary input: it must not panic, must fail only with
+// the sentinels, and for classic pcap must return what a plain independent
+// parse finds.
+func FuzzPcap(f *testing.F) {
+	for _, c := range pcapCases() {
+		f.Add(c.file)
+	}
+	pc, _ := basePcap(65535)
+	f.Add(pc)
+	f.Add(patch(pc, 50+8, 2000))
+	f.Add(insert(pc, 76, 0xff, 0xff, 0xff))
+	f.Add(gz(f, pc))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		// Small read buffers hold classic pcap records only.
+		got, err := fuzzRead(t, data, len(data) >= 4 && isPcapMagic(data))
+		want, wantErr, ok := parsePcap(data)
+		if !ok {
+			return
+		}
+		if s := sentinelOf(t, err); s != wantErr {
+			t.Fatalf("error %v, the plain parse finds %v", err, wantErr)
+		}
+		if diff := diffFrames(want, got); diff != "" {
+			t.Fatalf("frames (-plain +reader):\n%s", diff)
+		}
+	})
+}
+
+// FuzzPcapng reads arbitrary input, most usefully pcapng: it must not
+// panic and must fail only with the sentinels, and every frame must be
+// bytes of the input no longer than its original length.
+func FuzzPcapng(f *testing.F) {
+	ng, _ := pcapngFile()
+	f.Add(ng)
+	base, _ := basePcapng()
+	f.Add(base)
+	f.Add(patch(base, 92+4, 45))
+	f.Add(patch(base, 92+8, 1))
+	f.Add(gz(f, ng))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, _ := fuzzRead(t, data, false)
+		for i, fr := range got {
+			if uint32(len(fr.Data)) > fr.OrigLen || len(fr.Data) > fuzzLimit {
+				t.Fatalf("frame %d: %d bytes of %d, limit %d", i+1, len(fr.Data), fr.OrigLen, fuzzLimit)
+			}
+			if len(data) > 2 && data[0] != 0x1f && !bytes.Contains(data, fr.Data) {
+				t.Fatalf("frame %d: data not in the input", i+1)
+			}
+		}
+	})
+}
