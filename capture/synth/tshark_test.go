@@ -14,6 +14,7 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 
 	"github.com/rocescope/rocescope/capture/synth"
+	"github.com/rocescope/rocescope/decode"
 )
 
 // writePcap writes frames as a classic little-endian pcap file with
@@ -72,8 +73,9 @@ const (
 // TestTshark writes a trace (whole frames and cut ones) and has Wireshark
 // read it: no frame is malformed, the frame count, lengths and times agree,
 // the BTH opcode counts of the frames to UDP port 4791 equal the truth's,
-// and every IPv4, UDP and TCP checksum is good, but for the zero UDP
-// checksum RoCEv2 sends (which Wireshark calls illegal over IPv6).
+// every RoCE header field Wireshark shows equals the decoder's, and every
+// IPv4, UDP and TCP checksum is good, but for the zero UDP checksum RoCEv2
+// sends (which Wireshark calls illegal over IPv6).
 func TestTshark(t *testing.T) {
 	if _, err := exec.LookPath("tshark"); err != nil {
 		t.Skip("tshark not installed; install Wireshark's tshark to compare with Wireshark")
@@ -122,6 +124,7 @@ func TestTshark(t *testing.T) {
 					t.Errorf("frame %d: UDP checksum status %q, TCP %q", i+1, udp, tcp)
 				}
 			}
+			compareFields(t, path, frames)
 			if d := gocmp.Diff(tr.Total.Opcodes, ops); d != "" {
 				t.Errorf("opcode counts (-truth +tshark):\n%s", d)
 			}
@@ -129,5 +132,88 @@ func TestTshark(t *testing.T) {
 				t.Errorf("only %d opcodes: %v", len(ops), ops)
 			}
 		})
+	}
+}
+
+// tsharkFields are the RoCE fields compared frame by frame with the
+// decoder's reading of the same bytes, and how to read each from a
+// decoded packet (ok false: the field must be absent).
+var tsharkFields = []struct {
+	name string
+	get  func(p *decode.Packet) (v uint64, ok bool)
+}{
+	{"infiniband.bth.opcode", func(p *decode.Packet) (uint64, bool) { return uint64(p.BTH.Opcode), true }},
+	{"infiniband.bth.psn", func(p *decode.Packet) (uint64, bool) { return uint64(p.BTH.PSN), true }},
+	{"infiniband.bth.destqp", func(p *decode.Packet) (uint64, bool) { return uint64(p.BTH.DestQP), true }},
+	{"infiniband.bth.padcnt", func(p *decode.Packet) (uint64, bool) { return uint64(p.BTH.PadCnt), true }},
+	{"infiniband.bth.a", func(p *decode.Packet) (uint64, bool) { return b2u(p.BTH.AckReq), true }},
+	{"infiniband.bth.se", func(p *decode.Packet) (uint64, bool) { return b2u(p.BTH.SE), true }},
+	{"infiniband.bth.m", func(p *decode.Packet) (uint64, bool) { return b2u(p.BTH.M), true }},
+	{"infiniband.bth.p_key", func(p *decode.Packet) (uint64, bool) { return uint64(p.BTH.PKey), true }},
+	{"infiniband.reth.dmalen", func(p *decode.Packet) (uint64, bool) { return uint64(p.RETH.DMALen), p.Headers&decode.HasRETH != 0 }},
+	{"infiniband.reth.va", func(p *decode.Packet) (uint64, bool) { return p.RETH.VA, p.Headers&decode.HasRETH != 0 }},
+	{"infiniband.reth.r_key", func(p *decode.Packet) (uint64, bool) { return uint64(p.RETH.RKey), p.Headers&decode.HasRETH != 0 }},
+	{"infiniband.aeth.syndrome", func(p *decode.Packet) (uint64, bool) { return uint64(p.AETH.Syndrome), p.Headers&decode.HasAETH != 0 }},
+	{"infiniband.aeth.msn", func(p *decode.Packet) (uint64, bool) { return uint64(p.AETH.MSN), p.Headers&decode.HasAETH != 0 }},
+	{"infiniband.immdt", func(p *decode.Packet) (uint64, bool) { return uint64(p.ImmDt), p.Headers&decode.HasImmDt != 0 }},
+	{"infiniband.invariant.crc", func(p *decode.Packet) (uint64, bool) {
+		return uint64(p.ICRC), !p.BTH.Opcode.IsCNP() // Wireshark 4.0 does not know the CNP's layout
+	}},
+	{"ip.dsfield.ecn", func(p *decode.Packet) (uint64, bool) { return uint64(p.ECN), p.Headers&decode.HasIPv4 != 0 }},
+	{"ipv6.tclass.ecn", func(p *decode.Packet) (uint64, bool) { return uint64(p.ECN), p.Headers&decode.HasIPv6 != 0 }},
+	{"vlan.id", func(p *decode.Packet) (uint64, bool) { return uint64(p.VLANs[0]), p.Headers&decode.HasVLAN != 0 }},
+}
+
+// b2u returns 1 for true.
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// compareFields compares the RoCE header fields Wireshark shows for every
+// frame to UDP port 4791 with the decoder's.
+func compareFields(t *testing.T, path string, frames []frame) {
+	t.Helper()
+	args := []string{"-e", "udp.dstport"}
+	for _, f := range tsharkFields {
+		args = append(args, "-e", f.name)
+	}
+	lines := tshark(t, path, args...)
+	bad := 0
+	for i, l := range lines {
+		p := &frames[i].p
+		if l[0] != "4791" {
+			continue
+		}
+		for j, f := range tsharkFields {
+			want, ok := f.get(p)
+			if f.name == "infiniband.invariant.crc" && p.Headers&decode.HasICRC == 0 {
+				ok = false // cut off by the snap length
+			}
+			got := l[1+j]
+			if !ok {
+				if got != "" {
+					t.Errorf("frame %d: tshark shows %s = %s, the decoder does not", i+1, f.name, got)
+					bad++
+				}
+				continue
+			}
+			base := 10
+			if strings.HasPrefix(got, "0x") {
+				got, base = got[2:], 16
+			} else if f.name == "infiniband.immdt" {
+				base = 16
+			}
+			v, err := strconv.ParseUint(got, base, 64)
+			if err != nil || v != want {
+				t.Errorf("frame %d: tshark shows %s = %q, the decoder %d", i+1, f.name, l[1+j], want)
+				bad++
+			}
+		}
+		if bad > 20 {
+			t.Fatal("too many differences")
+		}
 	}
 }
