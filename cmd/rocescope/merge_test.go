@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -586,4 +587,206 @@ func TestMergeRejectsBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// syncBuffer is a bytes.Buffer that a command running in a goroutine can
+// write while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// lines returns the complete lines written so far.
+func (s *syncBuffer) lines() []string {
+	text := s.String()
+	return strings.SplitAfter(text, "\n")[:strings.Count(text, "\n")]
+}
+
+// follower is a merge --follow running in a goroutine.
+type follower struct {
+	stdout, stderr syncBuffer
+	cancel         context.CancelFunc
+	done           chan int
+}
+
+// startFollow runs rocescope with args until stop is called.
+func startFollow(t *testing.T, args ...string) *follower {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &follower{cancel: cancel, done: make(chan int, 1)}
+	go func() {
+		f.done <- run(ctx, &env{stdin: strings.NewReader(""), stdout: &f.stdout, stderr: &f.stderr}, args)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-f.done
+	})
+	return f
+}
+
+// stop cancels the merge as an interrupt would and returns its exit
+// status.
+func (f *follower) stop() int {
+	f.cancel()
+	code := <-f.done
+	f.done <- code // for the cleanup
+	return code
+}
+
+// waitFor polls cond until it holds, and fails the test after 30 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+	}
+}
+
+// deliver puts a state file into the directories as StateWriter does:
+// written under a temporary name, then renamed.
+func deliver(t *testing.T, state string, dirs ...string) {
+	t.Helper()
+	data, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range dirs {
+		dst := filepath.Join(dir, filepath.Base(state))
+		if err := os.WriteFile(dst+".tmp", data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(dst+".tmp", dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestMergeFollow runs merge --follow on a directory while two hosts'
+// states arrive in it, and checks when each window is emitted: once both
+// hosts of --hosts delivered it (or every host seen, without --hosts), or
+// after --timeout with the hosts that did; a state arriving after its
+// window was emitted is skipped with a warning; cancelling reads the
+// directory once more, emits what is pending and exits with 0. In each case
+// the output must equal what a one-shot merge of the same states in the
+// same grouping writes.
+func TestMergeFollow(t *testing.T) {
+	dir := t.TempDir()
+	parts, _ := writeSplitTrace(t, dir, &synth.Config{Seed: 3, Packets: 20000, Flows: 200}, 2, byConnection(2))
+	var files [2][]string // the hosts' state files, one per window
+	for i, part := range parts {
+		states := filepath.Join(dir, fmt.Sprintf("src%d", i))
+		if err := os.Mkdir(states, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		mustRunInProcess(t, append([]string{"replay", "--format", "jsonl", "--host", []string{"hA", "hB"}[i], "--state-out", states, part}, mergeRates...)...)
+		if files[i] = stateFilesIn(t, states); len(files[i]) != 3 {
+			t.Fatalf("host %d has %d windows, want 3", i, len(files[i]))
+		}
+	}
+	a, b := files[0], files[1]
+	n := 0
+	newDir := func(t *testing.T) string {
+		n++
+		d := filepath.Join(dir, fmt.Sprintf("follow%d", n))
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	// once returns the reports of a one-shot merge of states.
+	once := func(t *testing.T, states ...string) []string {
+		d := newDir(t)
+		for _, s := range states {
+			deliver(t, s, d)
+		}
+		out := mustRunInProcess(t, append(append([]string{"merge", "--format", "jsonl"}, mergeRates...), d)...)
+		return strings.SplitAfter(out, "\n")[:strings.Count(out, "\n")]
+	}
+	follow := func(t *testing.T, d string, flags ...string) *follower {
+		return startFollow(t, append(append(append([]string{"merge", "--follow", "--poll", "10ms", "--format", "jsonl"}, mergeRates...), flags...), d)...)
+	}
+	quiet := func(t *testing.T, f *follower, lines int) {
+		t.Helper()
+		time.Sleep(200 * time.Millisecond) // 20 polls
+		if got := len(f.stdout.lines()); got != lines {
+			t.Fatalf("%d reports, want %d:\n%s", got, lines, f.stdout.String())
+		}
+	}
+
+	t.Run("complete", func(t *testing.T) {
+		d := newDir(t)
+		f := follow(t, d, "--hosts", "hA,hB", "--timeout", "1h")
+		deliver(t, a[0], d)
+		deliver(t, a[1], d)
+		deliver(t, b[1], d)
+		quiet(t, f, 0) // window 1 is complete, but window 0 goes first
+		deliver(t, b[0], d)
+		waitFor(t, "windows 0 and 1", func() bool { return len(f.stdout.lines()) == 2 })
+		deliver(t, a[2], d)
+		quiet(t, f, 2)
+		if code := f.stop(); code != 0 {
+			t.Fatalf("exit status %d after cancel: %s", code, f.stderr.String())
+		}
+		want := once(t, a[0], b[0], a[1], b[1], a[2])
+		if diff := cmp.Diff(want, f.stdout.lines()); diff != "" {
+			t.Errorf("reports (-one-shot merge +follow):\n%s", diff)
+		}
+		if hs := reportHosts(parseReports(t, f.stdout.lines()[2])[0]); !slices.Equal(hs, []string{"hA"}) {
+			t.Errorf("window 2 flushed on cancel lists hosts %q, want [hA]", hs)
+		}
+	})
+
+	t.Run("timeout", func(t *testing.T) {
+		d := newDir(t)
+		f := follow(t, d, "--hosts", "hA,hB", "--timeout", "300ms")
+		deliver(t, a[0], d)
+		waitFor(t, "window 0 after the timeout", func() bool { return len(f.stdout.lines()) == 1 })
+		deliver(t, b[0], d)
+		late := filepath.Join(d, filepath.Base(b[0]))
+		waitFor(t, "the warning about the late state", func() bool {
+			return strings.Contains(f.stderr.String(), late) && strings.Contains(f.stderr.String(), "state skipped")
+		})
+		deliver(t, a[1], d)
+		deliver(t, b[1], d)
+		waitFor(t, "window 1", func() bool { return len(f.stdout.lines()) == 2 })
+		if code := f.stop(); code != 0 {
+			t.Fatalf("exit status %d after cancel: %s", code, f.stderr.String())
+		}
+		want := once(t, a[0], a[1], b[1])
+		if diff := cmp.Diff(want, f.stdout.lines()); diff != "" {
+			t.Errorf("reports (-one-shot merge +follow):\n%s", diff)
+		}
+	})
+
+	t.Run("hosts seen", func(t *testing.T) {
+		d := newDir(t)
+		deliver(t, a[0], d)
+		deliver(t, b[0], d)
+		deliver(t, a[1], d)
+		f := follow(t, d, "--timeout", "1h")
+		waitFor(t, "window 0", func() bool { return len(f.stdout.lines()) == 1 })
+		quiet(t, f, 1) // hB, seen in window 0, has not delivered window 1
+		deliver(t, b[1], d)
+		waitFor(t, "window 1", func() bool { return len(f.stdout.lines()) == 2 })
+		if code := f.stop(); code != 0 {
+			t.Fatalf("exit status %d after cancel: %s", code, f.stderr.String())
+		}
+		want := once(t, a[0], b[0], a[1], b[1])
+		if diff := cmp.Diff(want, f.stdout.lines()); diff != "" {
+			t.Errorf("reports (-one-shot merge +follow):\n%s", diff)
+		}
+	})
 }
