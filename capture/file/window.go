@@ -16,6 +16,7 @@ type window struct {
 	base int64     // file offset of data[0]
 	r    io.Reader // nil when data holds the whole input
 	eof  bool      // r has returned io.EOF, or data holds the whole input
+	err  error     // read error, returned once the data before it is used
 
 	minFill int       // bytes a refill tries to buffer before it returns
 	size    int       // size of each buffer
@@ -30,13 +31,13 @@ const maxZeroReads = 100
 
 // startMapped makes the window cover data, the whole of a new input.
 func (w *window) startMapped(data []byte) {
-	w.data, w.pos, w.base, w.r, w.eof = data, 0, 0, nil, true
+	w.data, w.pos, w.base, w.r, w.eof, w.err = data, 0, 0, nil, true, nil
 }
 
 // startStream makes the window read a new input from r. A refill buffers at
 // least minFill bytes unless r ends first.
 func (w *window) startStream(r io.Reader, minFill int) {
-	w.data, w.pos, w.base, w.r, w.eof = nil, 0, 0, r, false
+	w.data, w.pos, w.base, w.r, w.eof, w.err = nil, 0, 0, r, false, nil
 	w.minFill = minFill
 }
 
@@ -54,6 +55,9 @@ func (w *window) ensure(n int) error {
 
 // fill is the slow path of ensure.
 func (w *window) fill(n int) error {
+	if w.err != nil {
+		return w.err
+	}
 	if w.eof {
 		return io.EOF
 	}
@@ -86,16 +90,21 @@ func (w *window) fill(n int) error {
 			break
 		}
 		if err != nil {
-			return err
+			w.err = err
+			break
 		}
 		if m > 0 {
 			w.zero = 0
 		} else if w.zero++; w.zero > maxZeroReads {
-			return io.ErrNoProgress
+			w.err = io.ErrNoProgress
+			break
 		}
 	}
-	if k < n {
-		return io.EOF
+	switch {
+	case k >= n:
+		return nil
+	case w.err != nil:
+		return w.err
 	}
-	return nil
+	return io.EOF
 }
