@@ -80,6 +80,7 @@ var ErrConfig = errors.New("invalid config")
 type settings struct {
 	Config
 	imm                   prob // SEND/WRITE messages with immediate data
+	ipv6, vlan            prob
 	read, readOrSend      prob // message kinds, cumulative
 	loss, lossBefore, rnr prob
 	ce, cnp               prob
@@ -178,6 +179,7 @@ func resolve(c *Config) (*settings, error) {
 		}
 	}
 	s.imm = probOf(0.25)
+	s.ipv6, s.vlan = probOf(k.IPv6Share), probOf(k.VLANShare)
 	s.read, s.readOrSend = probOf(k.ReadShare), probOf(k.ReadShare+k.SendShare)
 	s.loss, s.lossBefore, s.rnr = probOf(k.LossProb), probOf(k.LossBeforeMirror), probOf(k.RNRProb)
 	s.ce, s.cnp = probOf(k.ECNCEProb), probOf(k.CNPProb)

@@ -109,7 +109,6 @@ func (s *Source) makeConns() {
 			}
 		}
 	}
-	v6, vlan := probOf(c.IPv6Share), probOf(c.VLANShare)
 	keys := make([]FlowKey, 2*c.Flows)
 	sqp := make([]uint32, 2*c.Flows)
 	for i := range s.conns {
@@ -123,8 +122,8 @@ func (s *Source) makeConns() {
 		x.qpA, x.qpB = qpn(), qpn()
 		x.flowLabel = flowLabel(x.qpA, x.qpB)
 		x.sport = udpSourcePort(x.flowLabel)
-		x.v6 = r.chance(v6)
-		if r.chance(vlan) {
+		x.v6 = r.chance(c.ipv6)
+		if r.chance(c.vlan) {
 			x.vlan = uint16(r.between(100, 107))
 		}
 		x.pmtu = uint32(c.PMTU)
@@ -422,9 +421,9 @@ func (s *Source) background(buf []byte, t int64) (wire, captured int) {
 		b++
 	}
 	g := background{kind: r.intn(bgKinds), payOff: r.intn(patternSlack),
-		l2:    l2{src: &s.hosts[a], dst: &s.hosts[b], v6: r.chance(probOf(s.cfg.IPv6Share)), flow: uint32(r.intn(1 << 20))},
+		l2:    l2{src: &s.hosts[a], dst: &s.hosts[b], v6: r.chance(s.cfg.ipv6), flow: uint32(r.intn(1 << 20))},
 		sport: uint16(r.between(49152, 65535)), dport: uint16(r.between(49152, 65535)), seq: uint32(r.next())}
-	if r.chance(probOf(s.cfg.VLANShare)) {
+	if r.chance(s.cfg.vlan) {
 		g.l2.vlan = uint16(r.between(100, 107))
 	}
 	switch g.kind {
