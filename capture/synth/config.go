@@ -50,7 +50,7 @@ type Config struct {
 	Duration time.Duration // frames are spread over [Start, Start+Duration) (default 3s)
 
 	ZipfS      float64 // Zipf exponent of connection weights and message sizes (default 1.1)
-	MaxMessage int     // typical message size of the heaviest connection, bytes (default 1 MiB)
+	MaxMessage int     // typical message size of the heaviest connection, bytes (default 1 MiB, at most 1 GiB)
 	PMTU       int     // path MTU of every connection: 256..4096, a power of two; default: 1024 or 4096 at random per connection
 	DSCP       int     // DSCP of RoCE packets other than CNPs (default 26; CNPs use 48)
 
@@ -148,8 +148,8 @@ func resolve(c *Config) (*settings, error) {
 		return bad("start %d or duration %v too far in the future", k.Start, k.Duration)
 	case k.ZipfS <= 0 || k.ZipfS > 10:
 		return bad("zipf exponent %v not in (0, 10]", k.ZipfS)
-	case k.MaxMessage < 1 || k.MaxMessage > 1<<31:
-		return bad("max message %d not in [1, 2^31]", k.MaxMessage)
+	case k.MaxMessage < 1 || k.MaxMessage > 1<<30:
+		return bad("max message %d not in [1, 2^30]", k.MaxMessage)
 	case k.PMTU != 0 && (k.PMTU < 256 || k.PMTU > 4096 || k.PMTU&(k.PMTU-1) != 0):
 		return bad("pmtu %d is not 256, 512, 1024, 2048 or 4096", k.PMTU)
 	case k.DSCP > 63:

@@ -173,7 +173,7 @@ func (s *Source) newMessage(c *conn) {
 	if r.intn(8) == 0 {
 		m.length = uint32(r.between(1, 64)) // small control messages
 	} else {
-		m.length = uint32(min(r.between(1, 2*c.scale), 1<<31))
+		m.length = uint32(1 + r.below(2*uint64(c.scale)))
 	}
 	m.npsn = max(1, (m.length+c.pmtu-1)/c.pmtu)
 	m.pkts = m.npsn

@@ -34,12 +34,15 @@ func (r *rng) next() uint64 {
 	return out
 }
 
-// intn returns a number in [0, n) for n > 0 (multiply-shift; the bias is
+// below returns a number in [0, n) for n > 0 (multiply-shift; the bias is
 // below 2^-32 for the ranges used here).
-func (r *rng) intn(n int) int {
-	hi, _ := bits.Mul64(r.next(), uint64(n))
-	return int(hi)
+func (r *rng) below(n uint64) uint64 {
+	hi, _ := bits.Mul64(r.next(), n)
+	return hi
 }
+
+// intn returns a number in [0, n) for n > 0.
+func (r *rng) intn(n int) int { return int(r.below(uint64(n))) }
 
 // between returns a number in [lo, hi].
 func (r *rng) between(lo, hi int) int { return lo + r.intn(hi-lo+1) }

@@ -261,7 +261,7 @@ func (s *Source) timeOf(k int) int64 {
 	lo, hi := mulDiv(uint64(k), d, n), mulDiv(uint64(k)+1, d, n)
 	t := s.cfg.Start + int64(lo)
 	if hi > lo {
-		t += int64(s.rng.intn(int(hi - lo)))
+		t += int64(s.rng.below(hi - lo))
 	}
 	return t
 }
