@@ -110,14 +110,27 @@ func (e *Engine) runInline(src capture.Source, emit func(*Window) error) error {
 	coll := newCollector(&e.cfg, e.pool, 1, 1, emit)
 	sh := newShard(&e.cfg, e.cfg.TableSize, e.freshWindow, coll.shardWindow)
 	r := newReader(&e.cfg)
-	r.dispatch = sh.handle
+	// Events are handed to the shard a batch at a time, as in the pool,
+	// so that it can fetch their table entries together.
+	evs := make([]event, 0, batchSize)
+	flush := func() {
+		sh.handleBatch(evs)
+		evs = evs[:0]
+	}
+	r.dispatch = func(ev *event) {
+		if evs = append(evs, *ev); len(evs) == batchSize {
+			flush()
+		}
+	}
 	r.closed = coll.readerWindow
 	r.mark = func(through int64) {
+		flush()
 		sh.closeThrough(through)
 		coll.shardMark(0, through)
 		coll.readerMark(0, through)
 	}
-	err := e.read(src, r, nil)
+	err := e.read(src, r, flush)
+	flush()
 	r.closeThrough(allWindows)
 	return errors.Join(err, coll.err)
 }
@@ -201,9 +214,7 @@ func (e *Engine) runPool(sources []capture.Source, emit func(*Window) error, can
 			}
 			closed := int64(noWindow)
 			for b := range in[k] {
-				for i := range b.evs {
-					sh.handle(&b.evs[i])
-				}
+				sh.handleBatch(b.evs)
 				if b.close != noWindow {
 					marks[b.from] = max(marks[b.from], b.close)
 					if through := slices.Min(marks); through > closed {
