@@ -107,8 +107,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// benchRead reads the file of the given kind b.N times over.
-func benchRead(b *testing.B, kind string, batch int) {
+// benchRead reads the file of the given kind over and over, mapped or
+// (mapped false) read through the buffers as a pipe would be; one b.N is
+// one record.
+func benchRead(b *testing.B, kind string, mapped bool, batch int) {
 	path := benchFile(b, kind)
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -118,10 +120,18 @@ func benchRead(b *testing.B, kind string, batch int) {
 	b.SetBytes(fi.Size() / benchRecords)
 	b.ReportAllocs()
 	b.ResetTimer()
-	var src *Source
+	var (
+		src *Source
+		f   *os.File
+	)
 	for i := 0; i < b.N; {
 		if src == nil {
-			if src, err = Open([]string{path}, nil); err != nil {
+			if mapped {
+				src, err = Open([]string{path}, nil)
+			} else if f, err = os.Open(path); err == nil {
+				src, err = open([]string{"-"}, nil, f)
+			}
+			if err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -131,6 +141,9 @@ func benchRead(b *testing.B, kind string, batch int) {
 		case io.EOF:
 			src.Close()
 			src = nil
+			if f != nil {
+				f.Close()
+			}
 		default:
 			b.Fatal(err)
 		}
@@ -139,25 +152,31 @@ func benchRead(b *testing.B, kind string, batch int) {
 	if src != nil {
 		src.Close()
 	}
+	if f != nil {
+		f.Close()
+	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/record")
 }
 
-// BenchmarkReadPcap reads classic pcap records of 128 captured bytes from a
-// file in the page cache; one b.N is one record.
-func BenchmarkReadPcap(b *testing.B) {
-	for _, n := range []int{64, 256, 1024} {
-		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) { benchRead(b, "pcap", n) })
+// benchReadAll runs benchRead for mapped and read input and several batch
+// sizes.
+func benchReadAll(b *testing.B, kind string) {
+	for _, mapped := range []bool{true, false} {
+		mode := map[bool]string{true: "mmap", false: "read"}[mapped]
+		for _, n := range []int{64, 256, 1024} {
+			b.Run(fmt.Sprintf("%s/batch=%d", mode, n), func(b *testing.B) { benchRead(b, kind, mapped, n) })
+		}
 	}
 }
 
+// BenchmarkReadPcap reads classic pcap records of 128 captured bytes from a
+// file in the page cache.
+func BenchmarkReadPcap(b *testing.B) { benchReadAll(b, "pcap") }
+
 // BenchmarkReadPcapng reads enhanced packet blocks of 128 captured bytes
-// from a file in the page cache; one b.N is one record.
-func BenchmarkReadPcapng(b *testing.B) {
-	for _, n := range []int{64, 256, 1024} {
-		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) { benchRead(b, "pcapng", n) })
-	}
-}
+// from a file in the page cache.
+func BenchmarkReadPcapng(b *testing.B) { benchReadAll(b, "pcapng") }
 
 // BenchmarkWrite writes 128-byte frames to io.Discard.
 func BenchmarkWrite(b *testing.B) {

@@ -78,8 +78,11 @@ type iface struct {
 
 // ns converts a timestamp in the interface's units to ns since the epoch.
 func (f *iface) ns(t uint64) int64 {
-	if !f.binary {
-		return int64(t*f.mul/f.div) + f.offset
+	switch {
+	case !f.binary && f.div == 1:
+		return int64(t*f.mul) + f.offset
+	case !f.binary:
+		return int64(t/f.div) + f.offset
 	}
 	hi, lo := bits.Mul64(t, 1e9)
 	var v uint64
@@ -179,21 +182,20 @@ func (r *pcapngReader) read(b *capture.Batch) error {
 	}
 	w := r.w
 	for len(b.Frames) < cap(b.Frames) {
-		at := position{path: r.path, what: "block", n: r.blk + 1, off: w.offset()}
 		if err := w.ensure(blockMinLen); err != nil {
 			if err == io.EOF && len(w.data) == w.pos {
 				return io.EOF
 			}
-			return at.short(err, len(w.data)-w.pos, blockMinLen)
+			return r.at().short(err, len(w.data)-w.pos, blockMinLen)
 		}
 		typ, length, swapped, ok := r.blockHeader(w.data[w.pos:])
 		if !ok {
 			r.damaged(0, true)
-			return at.damage(ErrBadMagic, "section header byte-order magic % x", w.data[w.pos+8:w.pos+12])
+			return r.at().damage(ErrBadMagic, "section header byte-order magic % x", w.data[w.pos+8:w.pos+12])
 		}
 		if r.badLength(length) {
 			r.damaged(0, true)
-			return at.damage(ErrBadBlock, "block type %#x has total length %d (want a multiple of 4 from %d to %d)", typ, length, blockMinLen, r.maxBlock)
+			return r.at().damage(ErrBadBlock, "block type %#x has total length %d (want a multiple of 4 from %d to %d)", typ, length, blockMinLen, r.maxBlock)
 		}
 		if err := w.ensure(int(length)); err != nil {
 			if err == io.EOF {
@@ -201,23 +203,23 @@ func (r *pcapngReader) read(b *capture.Batch) error {
 				// blocks after the header.
 				r.damaged(0, true)
 			}
-			return at.short(err, len(w.data)-w.pos, int(length))
+			return r.at().short(err, len(w.data)-w.pos, int(length))
 		}
 		blk := w.data[w.pos : w.pos+int(length) : w.pos+int(length)]
 		if trail := get32(blk[length-4:], swapped); trail != length {
 			r.damaged(0, true)
-			return at.damage(ErrBadBlock, "block type %#x has total length %d but trailing length %d", typ, length, trail)
+			return r.at().damage(ErrBadBlock, "block type %#x has total length %d but trailing length %d", typ, length, trail)
 		}
 		var err error
 		switch typ {
 		case blockSHB:
-			err = r.section(at, blk, swapped)
+			err = r.section(blk, swapped)
 		case blockIDB:
-			err = r.iface(at, blk)
+			err = r.iface(blk)
 		case blockEPB, blockPB:
-			err = r.packet(at, b, blk, typ)
+			err = r.packet(b, blk, typ)
 		case blockSPB:
-			err = r.simple(at, b, blk)
+			err = r.simple(b, blk)
 		}
 		if err != nil {
 			r.damaged(int64(length), false)
@@ -229,11 +231,15 @@ func (r *pcapngReader) read(b *capture.Batch) error {
 	return nil
 }
 
+// at returns the position of the block at the read position.
+func (r *pcapngReader) at() position {
+	return position{path: r.path, what: "block", n: r.blk + 1, off: r.w.offset()}
+}
+
 // damaged notes a bad block at the read position: reading may go on skip
 // bytes further on, searching for a plausible block when scan is set. A
 // file whose first section header is bad is not read further.
 func (r *pcapngReader) damaged(skip int64, scan bool) {
-	r.blk++
 	r.resume = -1
 	if r.inSection {
 		r.resume, r.scanAll = r.w.offset()+max(skip, 4), scan
@@ -246,6 +252,7 @@ func (r *pcapngReader) resync() bool {
 	if r.resume < 0 {
 		return false
 	}
+	r.blk++ // the damaged block
 	r.w.pos = int(r.resume - r.w.base)
 	r.resume = -1
 	r.scanning = r.scanAll
@@ -289,12 +296,12 @@ func knownBlock(typ uint32) bool {
 }
 
 // section starts a new section from its header block.
-func (r *pcapngReader) section(at position, blk []byte, swapped bool) error {
+func (r *pcapngReader) section(blk []byte, swapped bool) error {
 	if len(blk) < shbMinLen {
-		return at.damage(ErrBadBlock, "section header of %d bytes, want at least %d", len(blk), shbMinLen)
+		return r.at().damage(ErrBadBlock, "section header of %d bytes, want at least %d", len(blk), shbMinLen)
 	}
 	if major := get16(blk[12:], swapped); major != pcapngMajor {
-		return at.damage(ErrBadMagic, "pcapng version %d, want %d", major, pcapngMajor)
+		return r.at().damage(ErrBadMagic, "pcapng version %d, want %d", major, pcapngMajor)
 	}
 	r.swapped, r.inSection = swapped, true
 	r.ifaces = r.ifaces[:0]
@@ -302,12 +309,12 @@ func (r *pcapngReader) section(at position, blk []byte, swapped bool) error {
 }
 
 // iface adds an interface from its description block.
-func (r *pcapngReader) iface(at position, blk []byte) error {
+func (r *pcapngReader) iface(blk []byte) error {
 	if len(blk) < idbMinLen {
-		return at.damage(ErrBadBlock, "interface description of %d bytes, want at least %d", len(blk), idbMinLen)
+		return r.at().damage(ErrBadBlock, "interface description of %d bytes, want at least %d", len(blk), idbMinLen)
 	}
 	if len(r.ifaces) == maxInterfaces {
-		return at.damage(ErrBadBlock, "more than %d interfaces in a section", maxInterfaces)
+		return r.at().damage(ErrBadBlock, "more than %d interfaces in a section", maxInterfaces)
 	}
 	f := iface{
 		link: decode.LinkType(get16(blk[8:], r.swapped)),
@@ -323,17 +330,17 @@ func (r *pcapngReader) iface(at position, blk []byte) error {
 		}
 		padded := (n + 3) &^ 3
 		if 4+padded > len(opts) {
-			return at.damage(ErrBadBlock, "interface option %d of %d bytes overruns the block", code, n)
+			return r.at().damage(ErrBadBlock, "interface option %d of %d bytes overruns the block", code, n)
 		}
 		v := opts[4 : 4+n]
 		switch code {
 		case optTSResol:
 			if n != 1 || !f.setResolution(v[0]) {
-				return at.damage(ErrBadBlock, "bad if_tsresol option (% x)", v)
+				return r.at().damage(ErrBadBlock, "bad if_tsresol option (% x)", v)
 			}
 		case optTSOffset:
 			if n != 8 {
-				return at.damage(ErrBadBlock, "if_tsoffset option of %d bytes, want 8", n)
+				return r.at().damage(ErrBadBlock, "if_tsoffset option of %d bytes, want 8", n)
 			}
 			f.offset = int64(get64(v, r.swapped)) * 1e9
 		}
@@ -346,9 +353,9 @@ func (r *pcapngReader) iface(at position, blk []byte) error {
 // packet appends the packet of an enhanced or obsolete packet block. Both
 // have the same layout but for the interface ID, 32 bits in the enhanced
 // block and 16 (followed by a drop count) in the obsolete one.
-func (r *pcapngReader) packet(at position, b *capture.Batch, blk []byte, typ uint32) error {
+func (r *pcapngReader) packet(b *capture.Batch, blk []byte, typ uint32) error {
 	if len(blk) < epbMinLen {
-		return at.damage(ErrBadBlock, "packet block of %d bytes, want at least %d", len(blk), epbMinLen)
+		return r.at().damage(ErrBadBlock, "packet block of %d bytes, want at least %d", len(blk), epbMinLen)
 	}
 	id := get32(blk[8:], r.swapped)
 	if typ == blockPB {
@@ -356,9 +363,9 @@ func (r *pcapngReader) packet(at position, b *capture.Batch, blk []byte, typ uin
 	}
 	capLen, origLen := get32(blk[20:], r.swapped), get32(blk[24:], r.swapped)
 	if room := len(blk) - epbMinLen; int64(capLen) > int64(room) {
-		return at.damage(ErrBadBlock, "captured length %d overruns the %d bytes of packet data", capLen, room)
+		return r.at().damage(ErrBadBlock, "captured length %d overruns the %d bytes of packet data", capLen, room)
 	}
-	f, err := r.lookup(at, id, capLen, origLen)
+	f, err := r.lookup(id, capLen, origLen)
 	if err != nil {
 		return err
 	}
@@ -378,9 +385,9 @@ func (r *pcapngReader) packet(at position, b *capture.Batch, blk []byte, typ uin
 // simple appends the packet of a simple packet block. Its captured length
 // is the original length, cut to the snap length of interface 0. It has no
 // timestamp: the frame gets the time of the section's previous packet.
-func (r *pcapngReader) simple(at position, b *capture.Batch, blk []byte) error {
+func (r *pcapngReader) simple(b *capture.Batch, blk []byte) error {
 	if len(blk) < spbMinLen {
-		return at.damage(ErrBadBlock, "simple packet block of %d bytes, want at least %d", len(blk), spbMinLen)
+		return r.at().damage(ErrBadBlock, "simple packet block of %d bytes, want at least %d", len(blk), spbMinLen)
 	}
 	origLen := get32(blk[8:], r.swapped)
 	capLen := origLen
@@ -388,9 +395,9 @@ func (r *pcapngReader) simple(at position, b *capture.Batch, blk []byte) error {
 		capLen = min(capLen, r.ifaces[0].snap)
 	}
 	if room := len(blk) - spbMinLen; int64(capLen) > int64(room) {
-		return at.damage(ErrBadBlock, "captured length %d overruns the %d bytes of packet data", capLen, room)
+		return r.at().damage(ErrBadBlock, "captured length %d overruns the %d bytes of packet data", capLen, room)
 	}
-	f, err := r.lookup(at, 0, capLen, origLen)
+	f, err := r.lookup(0, capLen, origLen)
 	if err != nil {
 		return err
 	}
@@ -405,18 +412,18 @@ func (r *pcapngReader) simple(at position, b *capture.Batch, blk []byte) error {
 }
 
 // lookup returns interface id after checking a packet's lengths against it.
-func (r *pcapngReader) lookup(at position, id, capLen, origLen uint32) (*iface, error) {
+func (r *pcapngReader) lookup(id, capLen, origLen uint32) (*iface, error) {
 	if int64(id) >= int64(len(r.ifaces)) {
-		return nil, at.damage(ErrBadBlock, "interface %d not described (section has %d)", id, len(r.ifaces))
+		return nil, r.at().damage(ErrBadBlock, "interface %d not described (section has %d)", id, len(r.ifaces))
 	}
 	f := &r.ifaces[id]
 	switch {
 	case capLen > r.limit:
-		return nil, at.damage(ErrRecordTooLarge, "captured length %d exceeds the limit %d", capLen, r.limit)
+		return nil, r.at().damage(ErrRecordTooLarge, "captured length %d exceeds the limit %d", capLen, r.limit)
 	case f.snap != 0 && capLen > f.snap:
-		return nil, at.damage(ErrRecordTooLarge, "captured length %d exceeds the interface's snap length %d", capLen, f.snap)
+		return nil, r.at().damage(ErrRecordTooLarge, "captured length %d exceeds the interface's snap length %d", capLen, f.snap)
 	case capLen > origLen:
-		return nil, at.damage(ErrRecordTooLarge, "captured length %d exceeds the original length %d", capLen, origLen)
+		return nil, r.at().damage(ErrRecordTooLarge, "captured length %d exceeds the original length %d", capLen, origLen)
 	}
 	return f, nil
 }
