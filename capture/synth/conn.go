@@ -13,6 +13,13 @@ const (
 	synNAKSeq = 0x60 // AETH NAK, PSN sequence error
 	synRNR    = 0x20 // AETH RNR NAK; the low five bits are the timer
 
+	// Rate control (a simplified DCQCN): a CNP halves the requester's
+	// rate, down to fullRate/64 at most, and the rate recovers linearly
+	// to fullRate over recoverNS.
+	fullRate  = 1 << 16
+	minRate   = fullRate / 64
+	recoverNS = 5_000_000
+
 	// Wire and reaction times, in ns.
 	ackDelayMin, ackDelayMax   = 1000, 4000
 	readDelayMin, readDelayMax = 2000, 8000
@@ -103,8 +110,27 @@ type conn struct {
 	cnpToA     int64 // due time of a CNP from B to A, 0 for none
 	cnpToB     int64 // due time of a CNP from A to B (for CE-marked READ responses)
 
+	// Rate control: the rate right after the last cut, and when.
+	rateCut uint32
+	cutAt   int64 // 0: never cut
+
 	heapPos int32
 	due     int64
+}
+
+// rate returns the requester's sending rate at time now, as a fraction of
+// fullRate.
+func (c *conn) rate(now int64) uint32 {
+	d := now - c.cutAt
+	if c.cutAt == 0 || d >= recoverNS {
+		return fullRate
+	}
+	return c.rateCut + uint32(uint64(fullRate-c.rateCut)*uint64(d)/recoverNS)
+}
+
+// throttle halves the requester's rate at time now, as a CNP arrives.
+func (c *conn) throttle(now int64) {
+	c.rateCut, c.cutAt = max(minRate, c.rate(now)/2), now
 }
 
 // canSend reports whether the requester may send its next packet now:
@@ -313,6 +339,7 @@ func (s *Source) reactive(c *conn, now int64, p *packet) {
 	case d == c.cnpToA:
 		*p = packet{c: c, flow: 2*c.id + 1, op: 0x81, dqp: c.qpA, becn: true}
 		c.cnpToA = 0
+		c.throttle(now)
 	case d == c.cnpToB:
 		*p = packet{c: c, toB: true, flow: 2 * c.id, op: 0x81, dqp: c.qpB, becn: true}
 		c.cnpToB = 0

@@ -46,12 +46,16 @@
 // (Config.RNRProb, on SEND First/Only) is handled the same way from the
 // refused packet. A CE-marked packet (requests, and READ responses) makes
 // its receiver send a CNP back (opcode 0x81, BECN set, DSCP 48, dest QP the
-// sender's QP, 16 zero bytes), at most one pending per direction. Some
+// sender's QP, 16 zero bytes), at most one pending per direction. A
+// requester that receives a CNP halves its sending rate (a simplified
+// DCQCN: down to 1/64 at most, recovering linearly over 5 ms); the slots
+// it gives up go to other connections, as the trace keeps its length. Some
 // connections (Config.JitterFlows) alternate between a busy window and a
 // quiet one (a tenth of the busy rate). The rest of the frames are PFC
 // pause frames (ethertype 0x8808, opcode 0x0101, to 01:80:c2:00:00:01) and
-// background ARP, UDP and TCP between the hosts; one background UDP
-// datagram in sixteen comes from port 4791, which does not make it RoCE.
+// background ARP, UDP and TCP (text payload, valid checksums) between the
+// hosts; one background UDP datagram in sixteen comes from port 4791,
+// which does not make it RoCE.
 //
 // # Truth
 //

@@ -3,6 +3,7 @@ package synth
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"strings"
 
 	"github.com/rocescope/rocescope/decode"
 )
@@ -337,6 +338,11 @@ type background struct {
 	payOff  int
 }
 
+// backgroundText is the payload of background datagrams and segments:
+// text, which Wireshark's heuristic dissectors do not mistake for RTP,
+// RTCP and the like as they do random bytes.
+var backgroundText = []byte(strings.Repeat("rocescope synthetic background traffic; not RDMA. ", 64))
+
 // writeBackground writes g into b.
 func (s *Source) writeBackground(b []byte, g *background) (wire, captured int) {
 	if g.kind == bgARP {
@@ -374,7 +380,7 @@ func (s *Source) writeBackground(b []byte, g *background) (wire, captured int) {
 		seg[6], seg[7] = 0, 0
 	}
 	pay := off + hl
-	data := s.pattern[g.payOff : g.payOff+g.payload]
+	data := backgroundText[g.payOff : g.payOff+g.payload]
 	copy(b[pay:min(len(b), pay+g.payload)], data)
 	// The checksum covers the whole payload, captured or not; the header
 	// length is even, so the payload's words follow the header's.

@@ -463,3 +463,33 @@ func TestTruthJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestCNPThrottles checks the rate control: when CNPs come back, the
+// busiest requester, which receives the most, sends a clearly smaller
+// share of the request packets than without congestion.
+func TestCNPThrottles(t *testing.T) {
+	share := func(ce float64) float64 {
+		frames, tr := generate(t, &synth.Config{Seed: 5, Packets: 50_000, Flows: 10, JitterFlows: synth.Off, ECNCEProb: ce,
+			Duration: 50_000_000, Window: 10_000_000}, 512)
+		if ce > 0 && tr.Total.CNP == 0 {
+			t.Fatal("no CNP")
+		}
+		req := map[synth.FlowKey]int{}
+		total := 0
+		for i := range frames {
+			if p := &frames[i].p; p.IsRoCE() && p.BTH.Opcode.IsRequest() {
+				req[keyOf(p)]++
+				total++
+			}
+		}
+		top := 0
+		for _, n := range req {
+			top = max(top, n)
+		}
+		return float64(top) / float64(total)
+	}
+	calm, congested := share(synth.Off), share(0.02)
+	if congested > 0.8*calm {
+		t.Errorf("the busiest requester sends %.3f of the requests with CNPs, %.3f without", congested, calm)
+	}
+}

@@ -289,7 +289,7 @@ func (s *Source) frame(buf []byte, t int64) (wire, captured int) {
 			s.reactive(&s.conns[s.heap[0]], t, p)
 			break
 		}
-		c := &s.conns[s.pick(t)]
+		c := s.pickAllowed(t)
 		if !c.canSend() {
 			s.reactive(c, t, p)
 			break
@@ -315,6 +315,19 @@ func (s *Source) pick(t int64) int32 {
 		}
 	}
 	return s.alias.pick(&s.rng)
+}
+
+// pickAllowed returns the connection whose requester sends next: a
+// connection throttled by CNPs to a fraction of its rate takes the slot
+// with that probability, else another is drawn (at most 8 draws).
+func (s *Source) pickAllowed(t int64) *conn {
+	for range 7 {
+		c := &s.conns[s.pick(t)]
+		if r := c.rate(t); r == fullRate || uint32(s.rng.next()>>48) < r {
+			return c
+		}
+	}
+	return &s.conns[s.pick(t)]
 }
 
 // reschedule puts c at its place in the heap of reactive packets.
@@ -420,7 +433,7 @@ func (s *Source) background(buf []byte, t int64) (wire, captured int) {
 	if b >= a {
 		b++
 	}
-	g := background{kind: r.intn(bgKinds), payOff: r.intn(patternSlack),
+	g := background{kind: r.intn(bgKinds), payOff: r.intn(len(backgroundText) - 1460),
 		l2:    l2{src: &s.hosts[a], dst: &s.hosts[b], v6: r.chance(s.cfg.ipv6), flow: uint32(r.intn(1 << 20))},
 		sport: uint16(r.between(49152, 65535)), dport: uint16(r.between(49152, 65535)), seq: uint32(r.next())}
 	if r.chance(s.cfg.vlan) {
