@@ -22,16 +22,22 @@ const maxSnapLimit = 64 << 20
 // Read buffer sizes for input that is not mapped.
 const (
 	bufferSize  = 4 << 20
-	fileMinFill = 1 << 20 // files and gzip are read in chunks of at least this
+	fileMinFill = 1 << 20 // regular files (gzip) are read in chunks of at least this
 )
 
 // Options configure a [Source]. The zero value and nil mean the defaults.
 type Options struct {
 	// KeepGoing counts damaged records in Stats().Errors and skips them
-	// instead of failing: reading goes on at the next plausible record, or
-	// with the next file where the format gives nothing to resynchronise on
-	// (a damaged file header, input ending mid-record, a read error, a file
-	// that cannot be opened).
+	// instead of failing. Reading goes on at the next plausible record
+	// after the damage: for classic pcap, found byte by byte, a record
+	// header with sound lengths and a time within a week of the last good
+	// record's, followed by another or by the end of the file; for pcapng,
+	// found in steps of 4 bytes, a block of a known type whose two lengths
+	// agree (a block with sound lengths but bad contents is skipped
+	// alone). Where none is found, or the damage leaves nothing to search
+	// (a bad file header or first section header, a read error, a corrupt
+	// gzip stream, a file that cannot be opened), reading goes on with the
+	// next file. Each damage counts once, however many bytes it skips.
 	KeepGoing bool
 	// SnapLimit is the largest captured length accepted for a record, in
 	// bytes (default DefaultSnapLimit, at most 64 MiB). pcapng blocks may be
@@ -134,15 +140,28 @@ func open(paths []string, opts *Options, stdin io.Reader) (*Source, error) {
 			}
 			continue
 		}
-		f, err := os.Open(p)
-		if err != nil {
+		if err := check(p); err != nil {
 			return nil, fmt.Errorf("capture: %w", err)
 		}
-		f.Close()
 	}
 	s := &Source{paths: append([]string(nil), paths...), opts: o, stdin: stdin}
 	s.win.size = max(bufferSize, o.SnapLimit+blockOverhead)
 	return s, nil
+}
+
+// check returns the os error that opening path for reading would give, if
+// path is a regular file, or that finding it gives: opening a named pipe
+// and closing it again would cut off its writer.
+func check(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // Next fills b with the next frames, as [capture.Source] describes. It
@@ -262,15 +281,16 @@ func (s *Source) openNext() error {
 	s.in = in
 
 	var raw io.Reader = s.stdin
-	minFill := 0 // a pipe delivers what it has, not a whole chunk
+	minFill := 0 // a pipe delivers what it has, without waiting for a chunk
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
 			return fmt.Errorf("capture: %w", err)
 		}
-		in.file, raw, minFill = f, f, fileMinFill
+		in.file, raw = f, f
 		s.setOpen(f)
 		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			minFill = fileMinFill
 			s.total.Store(fi.Size())
 			if fi.Size() == 0 {
 				return fmt.Errorf("capture: %s: empty file: %w", path, ErrTruncated)
@@ -295,7 +315,6 @@ func (s *Source) openNext() error {
 		if err != nil {
 			return fmt.Errorf("capture: %s: gzip header: %w", path, gzipError(err))
 		}
-		minFill = fileMinFill
 		if magic, raw, err = peek(gzipReader{gz}); err != nil {
 			return fmt.Errorf("capture: %s: in gzip: %w", path, err)
 		}
@@ -425,8 +444,9 @@ func (s *Source) setOpen(f *os.File) {
 	s.mu.Unlock()
 }
 
-// Stats returns the frames delivered and the damaged records skipped. It
-// is safe to call concurrently with Next.
+// Stats returns the frames delivered and the damages skipped with
+// KeepGoing; Dropped is always 0, as files do not drop. It is safe to call
+// concurrently with Next.
 func (s *Source) Stats() capture.Stats {
 	return capture.Stats{Received: s.received.Load(), Errors: s.errors.Load()}
 }
