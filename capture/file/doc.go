@@ -3,17 +3,37 @@
 //
 // [Open] reads one or more files one after another; "-" names standard
 // input. The format is found from the first bytes, never from the name:
-// classic pcap (microsecond and nanosecond magic, either byte order),
-// pcapng (several sections, several interfaces with their own link types and
-// timestamp resolutions; enhanced, simple and obsolete packet blocks; other
-// block types are skipped) and either of them compressed with gzip.
+//
+//   - classic pcap, with the microsecond or the nanosecond magic, in either
+//     byte order;
+//   - pcapng: several sections in either byte order, several interfaces
+//     with their own link types, snap lengths and timestamp resolutions
+//     (if_tsresol, decimal or binary, and if_tsoffset); enhanced, simple and
+//     obsolete packet blocks; every other block type is skipped;
+//   - either of them compressed with gzip.
+//
 // [NewWriter] writes classic pcap with nanosecond timestamps.
+//
+// # Frames
+//
+// Frame.Time is in ns since the Unix epoch, Frame.OrigLen is the record's
+// original length and len(Frame.Data) its captured length. Frame.Link is
+// the file's link type (the low 16 bits of the pcap header field, whose high
+// bits describe the FCS) or the pcapng interface's, passed through as
+// [decode.LinkType]; Frame.Port is the pcapng interface ID, 0 for pcap. A
+// simple packet block has no timestamp: its frame gets the time of the
+// previous packet of its section.
+//
+// Next fills the whole batch, going from one file to the next within a
+// call. It returns fewer frames only at the end of the input, before an
+// error, or when unmapped input has filled both read buffers with frames of
+// the batch.
 //
 // # Lifetime of frame bytes
 //
 // The reader is zero-copy. Frame.Data of every frame that [Source.Next] puts
-// into a batch aliases the source's own memory (a read-only mapping of a
-// regular file, or one of two read buffers for pipes and compressed input).
+// into a batch aliases the source's own memory: a read-only mapping of a
+// regular file, or one of two read buffers (4 MiB each) for pipes and gzip.
 // The bytes stay valid until the next call to Next or Close; copy them to
 // keep them longer, and never write to them. Frame.Data has its capacity
 // cut to its length, so appending to it copies.
@@ -31,11 +51,16 @@
 //
 // A damaged input yields an error that names the file, the record or block
 // number (1-based) and the byte offset, and wraps one of [ErrTruncated],
-// [ErrBadMagic], [ErrRecordTooLarge], [ErrBadBlock] or [ErrBadGzip]. Offsets in gzip input
-// count decompressed bytes. With Options.KeepGoing the damage is counted in
-// Stats().Errors instead and reading goes on at the next plausible record, or
-// with the next file where the format leaves nothing to resynchronise on.
+// [ErrBadMagic], [ErrRecordTooLarge], [ErrBadBlock] or [ErrBadGzip].
+// Offsets in gzip input count decompressed bytes. Next first returns the
+// frames before the damage, then the error, and then the same error again.
+// With Options.KeepGoing the damage is counted in Stats().Errors instead and
+// reading goes on at the next plausible record, or with the next file.
 //
-// Regular files are mapped into memory. Truncating a file while it is being
-// read makes the process fail with SIGBUS, as with any mapped file.
+// Records longer than Options.SnapLimit, and pcapng blocks longer than it
+// plus 64 KiB, are damage: no length field makes the reader allocate.
+//
+// Regular files are mapped into memory. A file is read up to the size it
+// had when its turn came; truncating it while it is read makes the process
+// fail with SIGBUS, as with any mapped file.
 package file

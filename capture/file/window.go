@@ -38,7 +38,7 @@ func (w *window) startMapped(data []byte) {
 // least minFill bytes unless r ends first.
 func (w *window) startStream(r io.Reader, minFill int) {
 	w.data, w.pos, w.base, w.r, w.eof, w.err = nil, 0, 0, r, false, nil
-	w.minFill = minFill
+	w.minFill, w.zero = minFill, 0
 }
 
 // offset returns the file offset of the read position.
