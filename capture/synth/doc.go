@@ -53,9 +53,9 @@
 // connections (Config.JitterFlows) alternate between a busy window and a
 // quiet one (a tenth of the busy rate). The rest of the frames are PFC
 // pause frames (ethertype 0x8808, opcode 0x0101, to 01:80:c2:00:00:01) and
-// background ARP, UDP and TCP (text payload, valid checksums) between the
-// hosts; one background UDP datagram in sixteen comes from port 4791,
-// which does not make it RoCE.
+// background ARP, UDP and TCP (ports 20000-29999, text payload, valid
+// checksums) between the hosts; one background UDP datagram in sixteen
+// comes from port 4791, which does not make it RoCE.
 //
 // # Truth
 //

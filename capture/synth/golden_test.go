@@ -31,7 +31,7 @@ func TestGolden(t *testing.T) {
 	}
 	tj := sha256.Sum256(j)
 	got := [2]string{hex.EncodeToString(h.Sum(nil)), hex.EncodeToString(tj[:])}
-	want := [2]string{"f6e3dc5ee7ce361af9e67f85a62227274c5702d45d3c0525e4c29f31f4b2870c", "ee81200c8d6885a05b19b8b4ceb38f44fa7a971e01b90bf9cca063e6fc5827f1"}
+	want := [2]string{"9788fd8fac34115f346bc6cc1f5b017bfe57f9725c53c34516b5eeb2863befce", "ee81200c8d6885a05b19b8b4ceb38f44fa7a971e01b90bf9cca063e6fc5827f1"}
 	if got != want {
 		t.Errorf("trace and truth hashes %q, want %q", got, want)
 	}

@@ -423,9 +423,13 @@ func (s *Source) pfc(buf []byte, t int64) (wire, captured int) {
 	return wire, captured
 }
 
+// Ports of background UDP and TCP: away from the range RoCE source ports
+// take (0xC000-0xFFFF), so that analyzers and tests can tell them apart.
+const bgPortMin, bgPortMax = 20000, 29999
+
 // background writes an ARP request, or a UDP datagram or TCP segment
-// between two hosts on high ports; one UDP datagram in sixteen comes from
-// port 4791 (which does not make it RoCE).
+// between two hosts on ports bgPortMin..bgPortMax; one UDP datagram in
+// sixteen comes from port 4791 (which does not make it RoCE).
 func (s *Source) background(buf []byte, t int64) (wire, captured int) {
 	r := &s.rng
 	a := r.intn(len(s.hosts))
@@ -435,7 +439,7 @@ func (s *Source) background(buf []byte, t int64) (wire, captured int) {
 	}
 	g := background{kind: r.intn(bgKinds), payOff: r.intn(len(backgroundText) - 1460),
 		l2:    l2{src: &s.hosts[a], dst: &s.hosts[b], v6: r.chance(s.cfg.ipv6), flow: uint32(r.intn(1 << 20))},
-		sport: uint16(r.between(49152, 65535)), dport: uint16(r.between(49152, 65535)), seq: uint32(r.next())}
+		sport: uint16(r.between(bgPortMin, bgPortMax)), dport: uint16(r.between(bgPortMin, bgPortMax)), seq: uint32(r.next())}
 	if r.chance(s.cfg.vlan) {
 		g.l2.vlan = uint16(r.between(100, 107))
 	}

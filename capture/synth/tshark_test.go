@@ -45,10 +45,16 @@ func writePcap(tb testing.TB, path string, frames []frame) {
 }
 
 // tshark runs tshark with args over path and returns its output lines.
+// The ports of the background traffic (20000-29999) are decoded as plain
+// data: Wireshark would otherwise hand the text payloads to whatever
+// protocol registered a port, and dissect datagrams from port 4791 as
+// RoCE (it tries the lower port first), while RoCEv2 is defined by the
+// destination port alone.
 func tshark(tb testing.TB, path string, args ...string) [][]string {
 	tb.Helper()
-	cmd := exec.Command("tshark", append([]string{"-r", path, "--disable-protocol", "rpcordma", "-T", "fields",
-		"-E", "separator=/t", "-E", "occurrence=f"}, args...)...)
+	cmd := exec.Command("tshark", append([]string{"-r", path, "--disable-protocol", "rpcordma",
+		"-d", "udp.port==20000-29999,data", "-d", "tcp.port==20000-29999,data",
+		"-T", "fields", "-E", "separator=/t", "-E", "occurrence=f"}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
