@@ -493,3 +493,68 @@ func TestCNPThrottles(t *testing.T) {
 		t.Errorf("the busiest requester sends %.3f of the requests with CNPs, %.3f without", congested, calm)
 	}
 }
+
+// TestAcks checks the responder's acknowledgements: every ACK, NAK and
+// RNR NAK answers the reverse direction's requests, an ACK carries the PSN
+// of a request already seen and an RNR NAK the PSN of a SEND First or Only
+// already seen, a NAK the PSN its requester resends next, and the MSN never
+// goes back.
+func TestAcks(t *testing.T) {
+	frames, tr := generate(t, &synth.Config{Seed: 34, Packets: 60_000, Flows: 100, LossProb: 0.01, RNRProb: 0.05}, 128)
+	seen := map[dirKey]map[uint32]decode.Opcode{} // request PSNs by direction, with their opcode
+	msn := map[dirKey]uint32{}
+	nakFor := map[dirKey]uint32{} // direction -> PSN a NAK asked it to resend from
+	var acks, naks, rnrs int
+	for i := range frames {
+		p := &frames[i].p
+		if !p.IsRoCE() {
+			continue
+		}
+		d, op := dirOf(p), p.BTH.Opcode
+		if op.IsRequest() {
+			if want, ok := nakFor[d]; ok {
+				if p.BTH.PSN != want {
+					t.Errorf("frame %d: after a NAK for PSN %d the requester sends PSN %d", i+1, want, p.BTH.PSN)
+				}
+				delete(nakFor, d)
+			}
+			if seen[d] == nil {
+				seen[d] = map[uint32]decode.Opcode{}
+			}
+			seen[d][p.BTH.PSN] = op
+			continue
+		}
+		if op != 0x11 {
+			continue
+		}
+		req := seen[d.reverse()]
+		if m, ok := msn[d]; ok && (p.AETH.MSN-m)&0xffffff >= 1<<23 {
+			t.Errorf("frame %d: MSN %d after %d", i+1, p.AETH.MSN, m)
+		}
+		msn[d] = p.AETH.MSN
+		switch p.AETH.Kind() {
+		case decode.AckACK:
+			acks++
+			if _, ok := req[p.BTH.PSN]; !ok {
+				t.Errorf("frame %d: ACK of PSN %d, which the requester has not sent", i+1, p.BTH.PSN)
+			}
+		case decode.AckRNRNAK:
+			rnrs++
+			if op, ok := req[p.BTH.PSN]; !ok || op != 0x00 && op != 0x04 && op != 0x05 {
+				t.Errorf("frame %d: RNR NAK of PSN %d (opcode %v, seen %v)", i+1, p.BTH.PSN, op, ok)
+			}
+			nakFor[d.reverse()] = p.BTH.PSN
+		case decode.AckNAK:
+			naks++
+			if p.AETH.NAKCode() != decode.NAKPSNSequenceError {
+				t.Errorf("frame %d: NAK %v", i+1, p.AETH.NAKCode())
+			}
+			nakFor[d.reverse()] = p.BTH.PSN
+		default:
+			t.Errorf("frame %d: AETH %+v", i+1, p.AETH)
+		}
+	}
+	if acks == 0 || naks == 0 || rnrs == 0 || uint64(acks) != tr.Total.Acks || uint64(naks) != tr.Total.NAKs {
+		t.Errorf("%d ACKs, %d NAKs, %d RNR NAKs; truth %+v", acks, naks, rnrs, tr.Total)
+	}
+}
