@@ -180,54 +180,111 @@ func (r *pcapngReader) read(b *capture.Batch) error {
 			return err
 		}
 	}
-	w := r.w
 	for len(b.Frames) < cap(b.Frames) {
-		if err := w.ensure(blockMinLen); err != nil {
-			if err == io.EOF && len(w.data) == w.pos {
-				return io.EOF
-			}
-			return r.at().short(err, len(w.data)-w.pos, blockMinLen)
+		if r.fast(b) {
+			continue
 		}
-		typ, length, swapped, ok := r.blockHeader(w.data[w.pos:])
-		if !ok {
-			r.damaged(0, true)
-			return r.at().damage(ErrBadMagic, "section header byte-order magic % x", w.data[w.pos+8:w.pos+12])
-		}
-		if r.badLength(length) {
-			r.damaged(0, true)
-			return r.at().damage(ErrBadBlock, "block type %#x has total length %d (want a multiple of 4 from %d to %d)", typ, length, blockMinLen, r.maxBlock)
-		}
-		if err := w.ensure(int(length)); err != nil {
-			if err == io.EOF {
-				// A wrong length may point past the end: look for
-				// blocks after the header.
-				r.damaged(0, true)
-			}
-			return r.at().short(err, len(w.data)-w.pos, int(length))
-		}
-		blk := w.data[w.pos : w.pos+int(length) : w.pos+int(length)]
-		if trail := get32(blk[length-4:], swapped); trail != length {
-			r.damaged(0, true)
-			return r.at().damage(ErrBadBlock, "block type %#x has total length %d but trailing length %d", typ, length, trail)
-		}
-		var err error
-		switch typ {
-		case blockSHB:
-			err = r.section(blk, swapped)
-		case blockIDB:
-			err = r.iface(blk)
-		case blockEPB, blockPB:
-			err = r.packet(b, blk, typ)
-		case blockSPB:
-			err = r.simple(b, blk)
-		}
-		if err != nil {
-			r.damaged(int64(length), false)
+		if err := r.block(b); err != nil {
 			return err
 		}
-		r.blk++
-		w.pos += int(length)
 	}
+	return nil
+}
+
+// fast appends the packets of the enhanced packet blocks at the read
+// position that are whole in the window and sound, and reports whether it
+// took any. Anything else is left to block, which also reports damage.
+func (r *pcapngReader) fast(b *capture.Batch) bool {
+	w, sw := r.w, r.swapped
+	frames := b.Frames
+	first := len(frames)
+	data, pos := w.data, w.pos
+	for len(frames) < cap(frames) && len(data)-pos >= epbMinLen {
+		h := data[pos : pos+epbMinLen]
+		length := get32(h[4:], sw)
+		end := pos + int(length)
+		if get32(h, sw) != blockEPB || length%4 != 0 || length < epbMinLen || length > r.maxBlock || end > len(data) || get32(data[end-4:], sw) != length {
+			break
+		}
+		id, capLen, origLen := get32(h[8:], sw), get32(h[20:], sw), get32(h[24:], sw)
+		if int64(id) >= int64(len(r.ifaces)) || capLen > length-epbMinLen || capLen > r.limit || capLen > origLen {
+			break
+		}
+		f := &r.ifaces[id]
+		if f.snap != 0 && capLen > f.snap {
+			break
+		}
+		frames = append(frames, capture.Frame{
+			Data:    data[pos+28 : pos+28+int(capLen) : pos+28+int(capLen)],
+			Time:    f.ns(uint64(get32(h[12:], sw))<<32 | uint64(get32(h[16:], sw))),
+			OrigLen: origLen,
+			Link:    f.link,
+			Port:    uint16(id),
+		})
+		pos = end
+	}
+	n := len(frames) - first
+	if n == 0 {
+		return false
+	}
+	b.Frames = frames
+	w.pos = pos
+	w.lent[w.cur] = true
+	r.blk += int64(n)
+	r.lastTime = frames[len(frames)-1].Time
+	return true
+}
+
+// block reads the block at the read position, of any type, appending its
+// packet to b if it has one. It returns io.EOF at the end of the file,
+// errFull, or the error describing the damage.
+func (r *pcapngReader) block(b *capture.Batch) error {
+	w := r.w
+	if err := w.ensure(blockMinLen); err != nil {
+		if err == io.EOF && len(w.data) == w.pos {
+			return io.EOF
+		}
+		return r.at().short(err, len(w.data)-w.pos, blockMinLen)
+	}
+	typ, length, swapped, ok := r.blockHeader(w.data[w.pos:])
+	if !ok {
+		r.damaged(0, true)
+		return r.at().damage(ErrBadMagic, "section header byte-order magic % x", w.data[w.pos+8:w.pos+12])
+	}
+	if r.badLength(length) {
+		r.damaged(0, true)
+		return r.at().damage(ErrBadBlock, "block type %#x has total length %d (want a multiple of 4 from %d to %d)", typ, length, blockMinLen, r.maxBlock)
+	}
+	if err := w.ensure(int(length)); err != nil {
+		if err == io.EOF {
+			// A wrong length may point past the end: look for blocks
+			// after the header.
+			r.damaged(0, true)
+		}
+		return r.at().short(err, len(w.data)-w.pos, int(length))
+	}
+	blk := w.data[w.pos : w.pos+int(length) : w.pos+int(length)]
+	if trail := get32(blk[length-4:], swapped); trail != length {
+		r.damaged(0, true)
+		return r.at().damage(ErrBadBlock, "block type %#x has total length %d but trailing length %d", typ, length, trail)
+	}
+	var err error
+	switch typ {
+	case blockSHB:
+		err = r.section(blk, swapped)
+	case blockIDB:
+		err = r.iface(blk)
+	case blockEPB, blockPB:
+		err = r.packet(b, blk, typ)
+	case blockSPB:
+		err = r.simple(b, blk)
+	}
+	if err != nil {
+		r.damaged(int64(length), false)
+		return err
+	}
+	r.blk++
+	w.pos += int(length)
 	return nil
 }
 
