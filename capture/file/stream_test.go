@@ -237,3 +237,49 @@ func TestNoAllocs(t *testing.T) {
 		})
 	}
 }
+
+// TestProgressGzip checks that progress in gzip input counts compressed
+// bytes against the compressed size.
+func TestProgressGzip(t *testing.T) {
+	pc, _, _ := manyRecords(3000, 200)
+	z := gz(t, pc)
+	src, err := Open(writeTemp(t, z), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	b := capture.NewBatch(1)
+	if err := src.Next(b); err != nil {
+		t.Fatal(err)
+	}
+	if p := src.Progress(); p.File != 1 || p.Total != int64(len(z)) || p.Done <= 0 || p.Done > p.Total {
+		t.Errorf("Progress() after one frame = %+v, want 0 < Done <= Total = %d", p, len(z))
+	}
+	if _, err := readAll(t, src, 100); err != nil {
+		t.Fatal(err)
+	}
+	if p := src.Progress(); p.Done != int64(len(z)) || p.Total != int64(len(z)) {
+		t.Errorf("Progress() at the end = %+v, want Done = Total = %d", p, len(z))
+	}
+}
+
+// TestSnapLimit reads a record of 300 KiB, over the default limit, mapped
+// and through the read buffers.
+func TestSnapLimit(t *testing.T) {
+	le := binary.LittleEndian
+	big := seq(0, 300<<10)
+	file := pcapRecord(pcapHeader(le, 0xa1b2c3d4, 0, 1), le, sec0, 0, big, uint32(len(big)))
+	want := []frame{{big, ns0, uint32(len(big)), 1, 0}}
+	for _, in := range [][]byte{file, gz(t, file)} {
+		if _, _, err := readFiles(t, nil, in); !errors.Is(err, ErrRecordTooLarge) {
+			t.Errorf("default limit: error %v, want ErrRecordTooLarge", err)
+		}
+		got, _, err := readFiles(t, &Options{SnapLimit: 1 << 20}, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := diffFrames(want, got); diff != "" {
+			t.Errorf("frames (-want +got):\n%s", diff)
+		}
+	}
+}
