@@ -25,6 +25,7 @@ const (
 	RNRNAKs                             // AETH RNR NAKs
 	Retransmits                         // request packets with a PSN behind the expected one
 	PSNGaps                             // request packets with a PSN ahead of the expected one
+	OutOfOrder                          // request packets with a PSN a gap skipped, arriving before any NAK
 	ReadRequests                        // RDMA READ requests
 	Atomics                             // atomic requests
 	CMPackets                           // communication management MADs
@@ -75,6 +76,7 @@ var counterNames = [numScalar]string{
 	RNRNAKs:              "rnr_naks",
 	Retransmits:          "retransmits",
 	PSNGaps:              "psn_gaps",
+	OutOfOrder:           "out_of_order",
 	ReadRequests:         "read_requests",
 	Atomics:              "atomics",
 	CMPackets:            "cm_packets",

@@ -294,8 +294,8 @@ func (t *Table) Write(r *Report) error {
 		r.Flows.Value, r.Flows.Method, 100*r.Flows.RelErr, len(w.Flows), r.Exact, c[Messages])
 	p("  congestion: CNP %d  ECN-CE %d  FECN %d  BECN %d  PFC %d  pause %d\n",
 		c[CNP], c[ECNCE], c[FECN], c[BECN], sumRange(c[pfcFrameBase:pfcFrameBase+8]), c[PauseFrames])
-	p("  transport: ACK %d  NAK %d  RNR NAK %d  retransmits %d  PSN gaps %d\n",
-		c[Acks], c[NAKs], c[RNRNAKs], c[Retransmits], c[PSNGaps])
+	p("  transport: ACK %d  NAK %d  RNR NAK %d  retransmits %d  PSN gaps %d  out of order %d\n",
+		c[Acks], c[NAKs], c[RNRNAKs], c[Retransmits], c[PSNGaps], c[OutOfOrder])
 	if l := r.ReadLatency; l.Count > 0 {
 		p("  READ latency: n %d  p50 %v  p99 %v  max %v\n", l.Count, ns(l.P50), ns(l.P99), ns(l.Max))
 	}

@@ -23,6 +23,7 @@ const (
 	FlowBECN                                // BTH BECN set
 	FlowRetransmits                         // request PSN behind the expected one
 	FlowPSNGaps                             // request PSN ahead of the expected one
+	FlowOutOfOrder                          // request PSN a gap skipped, before any NAK
 	FlowAcks                                // ACKs carried
 	FlowNAKs                                // NAKs carried
 	FlowRNRNAKs                             // RNR NAKs carried
@@ -45,6 +46,7 @@ var flowCounterNames = [numFlowCounters]string{
 	FlowBECN:             "becn",
 	FlowRetransmits:      "retransmits",
 	FlowPSNGaps:          "psn_gaps",
+	FlowOutOfOrder:       "out_of_order",
 	FlowAcks:             "acks",
 	FlowNAKs:             "naks",
 	FlowRNRNAKs:          "rnr_naks",

@@ -69,6 +69,8 @@ type pending struct {
 const (
 	entSQPKnown uint8 = 1 << iota
 	entPSNValid
+	entGap   // a gap left PSNs [gapLo, gapHi) missing
+	entNAKed // the responder NAKed since the last gap: what follows is resent
 )
 
 // entry is the state of one flow in a worker's QP table: what persists
@@ -86,6 +88,8 @@ type entry struct {
 	slack   uint32    // PSNs the next request may skip without a gap
 	pmtu    uint32    // path MTU learned from full-size packets, 0 if unknown
 	pmtuMin uint32    // lower bound of the path MTU from ONLY packets, 0 if none
+	gapLo   uint32    // first PSN the last gap skipped
+	gapHi   uint32    // PSN that ended the last gap
 	rec     [2]int32  // position of the flow's record in the open window of each parity
 	recSeq  [2]uint32 // the opening of that window rec belongs to (shard.seq); 0 for none
 	sport   uint16
@@ -264,6 +268,9 @@ func (s *shard) handle(ev *event) {
 	if f&evSQP != 0 {
 		e.sqp, e.flags = ev.sqp, e.flags|entSQPKnown
 	}
+	if f&(evNAK|evRNR) != 0 && e.peer >= 0 {
+		s.tab.entries[e.peer].flags |= entNAKed
+	}
 	if f&(evFullMTU|evOnly) != 0 {
 		s.learnMTU(e, ev)
 	}
@@ -388,8 +395,10 @@ func (s *shard) learnMTU(e *entry, ev *event) {
 	}
 }
 
-// trackPSN follows the request PSNs of a flow: a PSN ahead of the expected
-// one is a gap, one behind it a retransmission (24-bit arithmetic).
+// trackPSN follows the request PSNs of a flow (24-bit arithmetic): a PSN
+// ahead of the expected one is a gap; one behind it is out of order when it
+// is one the last gap skipped and the responder has not NAKed since, else a
+// retransmission.
 func (s *shard) trackPSN(e *entry, r *FlowRecord, win *Window, ev *event) {
 	if e.flags&entPSNValid != 0 {
 		d := (ev.psn - e.epsn) & psnMask
@@ -399,8 +408,21 @@ func (s *shard) trackPSN(e *entry, r *FlowRecord, win *Window, ev *event) {
 			if d > e.slack {
 				r.C[FlowPSNGaps]++
 				win.Counters[PSNGaps]++
+				e.gapLo, e.gapHi = e.epsn, ev.psn
+				e.flags = e.flags&^entNAKed | entGap
 			}
 		default:
+			// Behind the expected PSN: a PSN the last gap skipped that
+			// comes before the responder complained arrives out of
+			// order; anything else is sent again.
+			if e.flags&(entGap|entNAKed) == entGap && (ev.psn-e.gapLo)&psnMask < (e.gapHi-e.gapLo)&psnMask {
+				r.C[FlowOutOfOrder]++
+				win.Counters[OutOfOrder]++
+				if ev.psn == e.gapLo {
+					e.gapLo = (e.gapLo + 1) & psnMask
+				}
+				return
+			}
 			r.C[FlowRetransmits]++
 			win.Counters[Retransmits]++
 			return

@@ -105,6 +105,9 @@ func TestShardPSNGapAndGoBackN(t *testing.T) {
 	// 105..108 resent; 109 continues.
 	psns := []uint32{100, 101, 102, 103, 104, 106, 107, 108, 105, 106, 107, 108, 109}
 	for i, p := range psns {
+		if i == 8 {
+			h.send(hostB, hostA, qpA, opAck, 105, int64(i), evNAK)
+		}
 		h.send(hostA, hostB, qpB, opWriteMiddle, p, int64(i), 0)
 	}
 	w := h.closeAll()
@@ -117,6 +120,30 @@ func TestShardPSNGapAndGoBackN(t *testing.T) {
 	}
 	if f.C[FlowPackets] != uint64(len(psns)) || f.C[FlowBytes] != 100*uint64(len(psns)) {
 		t.Errorf("packets, bytes = %d, %d", f.C[FlowPackets], f.C[FlowBytes])
+	}
+}
+
+// TestShardOutOfOrder: a PSN a gap skipped that arrives before any NAK is
+// out of order, not a retransmission; after a NAK it is a retransmission.
+func TestShardOutOfOrder(t *testing.T) {
+	h := newShardHarness(t, 100)
+	for i, p := range []uint32{100, 101, 103, 104, 102, 105, 107, 106} {
+		h.send(hostA, hostB, qpB, opWriteMiddle, p, int64(i), 0)
+	}
+	f := h.flow(h.closeAll(), hostA, hostB, qpB)
+	got := [3]uint64{f.C[FlowPSNGaps], f.C[FlowOutOfOrder], f.C[FlowRetransmits]}
+	if got != [3]uint64{2, 2, 0} {
+		t.Errorf("gaps, out of order, retransmits = %v, want [2 2 0]", got)
+	}
+	h = newShardHarness(t, 100)
+	h.send(hostA, hostB, qpB, opWriteMiddle, 100, 1, 0)
+	h.send(hostA, hostB, qpB, opWriteMiddle, 102, 2, 0)
+	h.send(hostB, hostA, qpA, opAck, 101, 3, evNAK)
+	h.send(hostA, hostB, qpB, opWriteMiddle, 101, 4, 0)
+	f = h.flow(h.closeAll(), hostA, hostB, qpB)
+	got = [3]uint64{f.C[FlowPSNGaps], f.C[FlowOutOfOrder], f.C[FlowRetransmits]}
+	if got != [3]uint64{1, 0, 1} {
+		t.Errorf("after a NAK: gaps, out of order, retransmits = %v, want [1 0 1]", got)
 	}
 }
 
