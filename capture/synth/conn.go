@@ -9,6 +9,10 @@ const (
 	ackEvery = 8  // the responder acknowledges at least every ackEvery request packets
 	maxExtra = 8  // a requester sends fewer than maxExtra packets after a NAK was queued
 
+	// maxMessagePSNs bounds a message's PSNs, far below the 2^23 that
+	// would make PSN order ambiguous.
+	maxMessagePSNs = 1 << 20
+
 	synAck    = 0x1f // AETH ACK syndrome: credit count "invalid" (end-to-end credits unused)
 	synNAKSeq = 0x60 // AETH NAK, PSN sequence error
 	synRNR    = 0x20 // AETH RNR NAK; the low five bits are the timer
@@ -199,7 +203,7 @@ func (s *Source) newMessage(c *conn) {
 	if r.intn(8) == 0 {
 		m.length = uint32(r.between(1, 64)) // small control messages
 	} else {
-		m.length = uint32(1 + r.below(2*uint64(c.scale)))
+		m.length = uint32(min(1+r.below(2*uint64(c.scale)), uint64(c.pmtu)*maxMessagePSNs))
 	}
 	m.npsn = max(1, (m.length+c.pmtu-1)/c.pmtu)
 	m.pkts = m.npsn

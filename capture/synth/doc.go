@@ -29,9 +29,10 @@
 //
 // A→B carries RDMA WRITE, SEND (First/Middle/Last/Only, a quarter of them
 // with immediate data) and RDMA READ requests; RETH on WRITE First/Only and
-// READ requests, AckReq on every Last and Only. Message sizes and the
-// connections' shares of the frames are Zipf-distributed (Config.ZipfS) so
-// that a few connections are elephants. B→A carries coalesced ACKs (on
+// READ requests, AckReq on every Last and Only. Message sizes (up to 2^20
+// packets) and the connections' shares of the frames are Zipf-distributed
+// (Config.ZipfS) so that a few connections are elephants; one message in
+// eight is a small control message of 1 to 64 bytes. B→A carries coalesced ACKs (on
 // AckReq and at least every 8 packets), READ responses (a READ of L bytes
 // consumes max(1, ceil(L/PMTU)) PSNs, and its responses carry them, with
 // AETH on First, Last and Only), NAKs and RNR NAKs. PSNs start at random
