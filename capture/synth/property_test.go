@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -405,6 +406,34 @@ func TestSourceContract(t *testing.T) {
 		}
 	}
 	if err := src.Next(b); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("Next after Close = %v", err)
+	}
+}
+
+// TestStatsConcurrent reads Stats and closes the source while another
+// goroutine calls Next (run with -race).
+func TestStatsConcurrent(t *testing.T) {
+	src, err := synth.New(&synth.Config{Packets: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() {
+		b := capture.NewBatch(64)
+		for {
+			if err := src.Next(b); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	for src.Stats().Received < 10_000 {
+		runtime.Gosched()
+	}
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, os.ErrClosed) {
 		t.Errorf("Next after Close = %v", err)
 	}
 }

@@ -303,8 +303,8 @@ func (s *Source) frame(buf []byte, t int64) (wire, captured int) {
 	return wire, captured
 }
 
-// pick returns the connection whose requester sends the next packet at
-// time t.
+// pick draws a connection by weight: a jitter connection with its share
+// of the frames in t's window, else one of the others by Zipf weight.
 func (s *Source) pick(t int64) int32 {
 	u := s.rng.next() >> 11
 	if len(s.jitter) > 0 {
