@@ -24,6 +24,9 @@ mirrors RoCE traffic to (SPAN or ERSPAN), and writes one report per window, as
 replay does. Windows close on the wall clock: a window is reported once its
 end plus --lateness has passed. Frames the kernel or the capture rings dropped
 are reported in each window as kernel_drops; nothing is dropped silently.
+The capture ends when --duration has passed or on an interrupt (Ctrl-C,
+SIGINT or SIGTERM): the open windows are then reported and the exit status
+is 0.
 
 Modes:
   afxdp     AF_XDP sockets, one per RX queue (--queues); an XDP program built
