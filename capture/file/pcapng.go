@@ -196,6 +196,7 @@ func (r *pcapngReader) read(b *capture.Batch) error {
 // took any. Anything else is left to block, which also reports damage.
 func (r *pcapngReader) fast(b *capture.Batch) bool {
 	w, sw := r.w, r.swapped
+	ifaces, limit, maxBlock := r.ifaces, r.limit, r.maxBlock
 	frames := b.Frames
 	first := len(frames)
 	data, pos := w.data, w.pos
@@ -203,20 +204,25 @@ func (r *pcapngReader) fast(b *capture.Batch) bool {
 		h := data[pos : pos+epbMinLen]
 		length := get32(h[4:], sw)
 		end := pos + int(length)
-		if get32(h, sw) != blockEPB || length%4 != 0 || length < epbMinLen || length > r.maxBlock || end > len(data) || get32(data[end-4:], sw) != length {
+		if get32(h, sw) != blockEPB || length%4 != 0 || length < epbMinLen || length > maxBlock || end > len(data) || get32(data[end-4:], sw) != length {
 			break
 		}
 		id, capLen, origLen := get32(h[8:], sw), get32(h[20:], sw), get32(h[24:], sw)
-		if int64(id) >= int64(len(r.ifaces)) || capLen > length-epbMinLen || capLen > r.limit || capLen > origLen {
+		if int64(id) >= int64(len(ifaces)) || capLen > length-epbMinLen || capLen > limit || capLen > origLen {
 			break
 		}
-		f := &r.ifaces[id]
+		f := &ifaces[id]
 		if f.snap != 0 && capLen > f.snap {
 			break
 		}
+		ts := uint64(get32(h[12:], sw))<<32 | uint64(get32(h[16:], sw))
+		t := int64(ts*f.mul) + f.offset // the usual µs or ns; ns does not inline
+		if f.binary || f.div != 1 {
+			t = f.ns(ts)
+		}
 		frames = append(frames, capture.Frame{
 			Data:    data[pos+28 : pos+28+int(capLen) : pos+28+int(capLen)],
-			Time:    f.ns(uint64(get32(h[12:], sw))<<32 | uint64(get32(h[16:], sw))),
+			Time:    t,
 			OrigLen: origLen,
 			Link:    f.link,
 			Port:    uint16(id),
