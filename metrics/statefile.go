@@ -100,14 +100,18 @@ func (sw *StateWriter) Close() error {
 // StateReader reads the window states of one state file in order.
 type StateReader struct {
 	name string
-	r    *bufio.Reader
+	r    io.Reader
 	off  int64
-	buf  bytes.Buffer
+	buf  bytes.Buffer // the current state, reused
 }
 
-// NewStateReader reads states from r; name is used in errors.
+// NewStateReader reads states from r; name is used in errors. It reads no
+// further than the states it returns and keeps no buffer but the current
+// state's (merge opens one reader per state file, where a read buffer would
+// cost more than it saves); wrap r in a bufio.Reader to read many small
+// states from a slow source.
 func NewStateReader(r io.Reader, name string) *StateReader {
-	return &StateReader{name: name, r: bufio.NewReaderSize(r, 1<<20)}
+	return &StateReader{name: name, r: r}
 }
 
 // Next decodes the next state into w. It returns io.EOF after the last one,

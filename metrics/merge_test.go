@@ -1,0 +1,130 @@
+package metrics
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// hostWindows runs the engine as host over frames and returns its windows.
+func hostWindows(t *testing.T, host string, part int, cfg *Config) []*Window {
+	t.Helper()
+	c := *cfg
+	c.Host = host
+	return runEngine(t, &c, &frameSource{frames: splitByConnection(makeTestTrace().frames, 2)[part], per: 5})
+}
+
+// TestMergerAlignsHosts adds two hosts' windows in a scrambled order and
+// takes them back in time order, each merged from the hosts that had it,
+// equal to merging the windows by hand with Window.Merge.
+func TestMergerAlignsHosts(t *testing.T) {
+	a := hostWindows(t, "a", 0, &Config{Workers: 1})
+	b := hostWindows(t, "b", 1, &Config{Workers: 1})
+	if len(a) < 2 || len(b) < 2 {
+		t.Fatalf("hosts have %d and %d windows, want at least 2 each", len(a), len(b))
+	}
+	// b loses its first window.
+	b = b[1:]
+	m := NewMerger()
+	want := map[int64][]byte{}
+	wantHosts := map[int64][]string{}
+	for _, w := range a {
+		enc := encodeWindow(t, w)
+		var x Window
+		if err := x.UnmarshalBinary(enc); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range b {
+			if o.Start == w.Start {
+				if err := x.Merge(o); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		x.Normalize()
+		want[w.Start] = encodeWindow(t, &x)
+		wantHosts[w.Start] = x.Hosts
+	}
+	for _, w := range slices.Concat(b, a) {
+		if err := m.Add("src-"+w.Hosts[0], w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var starts []int64
+	for _, w := range a {
+		starts = append(starts, w.Start)
+	}
+	if got := m.Pending(); !slices.Equal(got, starts) {
+		t.Errorf("pending %v, want %v", got, starts)
+	}
+	if m.Has(a[0].Start, "b") || !m.Has(a[0].Start, "a") || !m.Has(a[1].Start, "b") {
+		t.Error("Has does not tell which hosts delivered the windows")
+	}
+	for _, s := range starts {
+		w := m.Take()
+		if w == nil || w.Start != s {
+			t.Fatalf("took %v, want window %d", w, s)
+		}
+		if !slices.Equal(w.Hosts, wantHosts[s]) || !bytes.Equal(encodeWindow(t, w), want[s]) {
+			t.Errorf("window %d: taken window differs from the hand merge (hosts %q, want %q)", s, w.Hosts, wantHosts[s])
+		}
+	}
+	if w := m.Take(); w != nil || len(m.Pending()) != 0 {
+		t.Errorf("a window is left after taking all: %v", w)
+	}
+}
+
+// TestMergerRefuses checks every state the Merger must not merge: each
+// error wraps its sentinel, names the source, and merges nothing.
+func TestMergerRefuses(t *testing.T) {
+	a := hostWindows(t, "a", 0, &Config{Workers: 1})
+	fresh := func(host string) *Window {
+		w := hostWindows(t, host, 0, &Config{Workers: 1})[0]
+		return w
+	}
+	for _, tc := range []struct {
+		name   string
+		second func() *Window
+		want   error
+	}{
+		{"same host twice", func() *Window { return fresh("a") }, ErrDuplicate},
+		{"host among others twice", func() *Window { w := fresh("a"); w.Hosts = []string{"a", "c"}; return w }, ErrDuplicate},
+		{"no host", func() *Window { w := fresh("b"); w.Hosts = nil; return w }, ErrState},
+		{"host listed twice", func() *Window { w := fresh("b"); w.Hosts = []string{"b", "b"}; return w }, ErrState},
+		{"window length", func() *Window { w := fresh("b"); w.Length *= 2; w.Start -= w.Start % w.Length; return w }, ErrMismatch},
+		{"sketch seed", func() *Window { return hostWindows(t, "b", 0, &Config{Workers: 1, Seed: 7})[0] }, ErrMismatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMerger()
+			first := encodeWindow(t, a[0])
+			if err := m.Add("first.rsstate", a[0]); err != nil {
+				t.Fatal(err)
+			}
+			err := m.Add("second.rsstate", tc.second())
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), "second.rsstate") {
+				t.Fatalf("error %v, want %v naming second.rsstate", err, tc.want)
+			}
+			if got := m.Take(); !bytes.Equal(encodeWindow(t, got), first) {
+				t.Error("the refused state changed the pending window")
+			}
+		})
+	}
+	t.Run("late", func(t *testing.T) {
+		m := NewMerger()
+		for _, w := range a[:2] {
+			if err := m.Add("a.rsstate", w); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m.Take()
+		err := m.Add("b.rsstate", fresh("b"))
+		if !errors.Is(err, ErrLate) || !strings.Contains(err.Error(), "b.rsstate") {
+			t.Fatalf("error %v, want ErrLate naming b.rsstate", err)
+		}
+		if w := m.Take(); w == nil || w.Start != a[1].Start {
+			t.Errorf("the late state disturbed the pending windows: took %v", w)
+		}
+	})
+}

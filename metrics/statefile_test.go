@@ -1,0 +1,130 @@
+package metrics
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rocescope/rocescope/capture"
+)
+
+// stateFile runs the engine over the hand-made test trace, writes its
+// windows with a StateWriter into one file and returns the file's bytes.
+// The sketches are small, so that decoding a state costs little and a
+// fuzzer gets through many.
+func stateFile(tb testing.TB) []byte {
+	tb.Helper()
+	cfg := &Config{Workers: 1, Host: "h", CMWidth: 256, DistinctBits: 1 << 12, TopKSize: 64, TableSize: 1 << 10}
+	path := filepath.Join(tb.TempDir(), "states")
+	sw, err := NewStateWriter(path, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	src := &frameSource{frames: makeTestTrace().frames, per: 4}
+	if err := errors.Join(e.Run(context.Background(), []capture.Source{src}, sw.Write), sw.Close()); err != nil {
+		tb.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data
+}
+
+// FuzzStateReader reads any bytes as a state file. The encoding of every
+// state Next returns must decode and encode to the same bytes (it need not
+// equal the input: a state written before a counter was added decodes, and
+// encodes with the new counter; the exact round trip of current states is
+// TestStateFileRoundTrip's). io.EOF must
+// come exactly at the end of the input; any other error must wrap ErrState
+// and name the file and the offset of the frame that failed.
+func FuzzStateReader(f *testing.F) {
+	data := stateFile(f)
+	f.Add(data)
+	f.Add(data[:len(data)-1])
+	f.Add(append(bytes.Clone(data), 0, 0, 0))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sr := NewStateReader(bytes.NewReader(data), "fuzz.states")
+		for off := 0; ; {
+			var w Window
+			err := sr.Next(&w)
+			if err == io.EOF {
+				if off != len(data) {
+					t.Fatalf("io.EOF at offset %d of %d", off, len(data))
+				}
+				return
+			}
+			if err != nil {
+				if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), fmt.Sprintf("fuzz.states: state at offset %d:", off)) {
+					t.Fatalf("error %q does not wrap ErrState naming fuzz.states at offset %d", err, off)
+				}
+				return
+			}
+			enc, err := w.AppendBinary(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Had the decoder lost or changed anything, encoding again
+			// would not give the same bytes.
+			var again Window
+			if err := again.UnmarshalBinary(enc); err != nil {
+				t.Fatalf("state at offset %d: its encoding does not decode: %v", off, err)
+			}
+			if enc2, _ := again.AppendBinary(nil); !bytes.Equal(enc, enc2) {
+				t.Fatalf("state at offset %d: the encoding is not a fixed point", off)
+			}
+			off += 4 + int(binary.BigEndian.Uint32(data[off:]))
+		}
+	})
+}
+
+// TestStateReaderEveryPrefix cuts a state file of several windows at every
+// length: the reader returns the whole states before the cut and then an
+// ErrState naming the offset of the cut one, or io.EOF when the cut falls
+// between states.
+func TestStateReaderEveryPrefix(t *testing.T) {
+	data := stateFile(t)
+	var ends []int // offsets where states end
+	for off := 0; off < len(data); {
+		off += 4 + int(binary.BigEndian.Uint32(data[off:]))
+		ends = append(ends, off)
+	}
+	if len(ends) < 2 {
+		t.Fatalf("the test trace makes %d windows, want several", len(ends))
+	}
+	for n := range len(data) + 1 {
+		sr := NewStateReader(bytes.NewReader(data[:n]), "cut")
+		whole, start := 0, 0
+		for _, e := range ends {
+			if e <= n {
+				whole++
+				start = e
+			}
+		}
+		for i := range whole {
+			if err := sr.Next(new(Window)); err != nil {
+				t.Fatalf("cut at %d: state %d: %v", n, i, err)
+			}
+		}
+		err := sr.Next(new(Window))
+		switch {
+		case n == start:
+			if err != io.EOF {
+				t.Fatalf("cut at %d, between states: %v, want io.EOF", n, err)
+			}
+		case !errors.Is(err, ErrState) || !strings.Contains(err.Error(), fmt.Sprintf("cut: state at offset %d:", start)):
+			t.Fatalf("cut at %d: %v, want ErrState at offset %d", n, err, start)
+		}
+	}
+}
