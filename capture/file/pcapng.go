@@ -137,9 +137,19 @@ type pcapngReader struct {
 	lastTime  int64   // time of the last packet, for simple packet blocks
 
 	blk      int64 // blocks read so far, damaged ones included
+	drop     dropping
 	resume   int64 // window offset to go on from after damage; -1: none
 	scanAll  bool  // after damage, search for a plausible block from resume
 	scanning bool  // searching for a plausible block
+}
+
+// dropping is the state of skipping a block too long to buffer.
+type dropping struct {
+	on      bool
+	left    int64  // bytes before the trailing length
+	length  uint32 // the block's total length
+	swapped bool   // byte order of the trailing length
+	at      position
 }
 
 // newPcapngReader returns a reader whose packets may be at most limit bytes.
@@ -177,6 +187,11 @@ func (r *pcapngReader) badLength(length uint32) bool {
 func (r *pcapngReader) read(b *capture.Batch) error {
 	if r.scanning {
 		if err := r.scan(); err != nil {
+			return err
+		}
+	}
+	if r.drop.on {
+		if err := r.skip(); err != nil {
 			return err
 		}
 	}
@@ -258,6 +273,10 @@ func (r *pcapngReader) block(b *capture.Batch) error {
 		return r.at().damage(ErrBadMagic, "section header byte-order magic % x", w.data[w.pos+8:w.pos+12])
 	}
 	if r.badLength(length) {
+		if length%4 == 0 && length >= blockMinLen && !parsedBlock(typ) {
+			r.drop = dropping{on: true, left: int64(length) - 4, length: length, swapped: swapped, at: r.at()}
+			return r.skip()
+		}
 		r.damaged(0, true)
 		return r.at().damage(ErrBadBlock, "block type %#x has total length %d (want a multiple of 4 from %d to %d)", typ, length, blockMinLen, r.maxBlock)
 	}
@@ -291,6 +310,51 @@ func (r *pcapngReader) block(b *capture.Batch) error {
 	}
 	r.blk++
 	w.pos += int(length)
+	return nil
+}
+
+// parsedBlock reports whether the reader needs the contents of blocks of
+// type typ, which must then fit in the window.
+func parsedBlock(typ uint32) bool {
+	switch typ {
+	case blockSHB, blockIDB, blockEPB, blockPB, blockSPB:
+		return true
+	}
+	return false
+}
+
+// skip goes on dropping a block too long to buffer, then checks its
+// trailing length. It returns errFull when the window has no free buffer:
+// the next read goes on from there.
+func (r *pcapngReader) skip() error {
+	w, d := r.w, &r.drop
+	for d.left > 0 {
+		if avail := int64(len(w.data) - w.pos); avail > 0 {
+			k := min(avail, d.left)
+			w.pos += int(k)
+			d.left -= k
+			continue
+		}
+		if err := w.fill(1); err != nil {
+			if err != errFull {
+				d.on = false
+			}
+			return d.at.short(err, int(int64(d.length)-4-d.left), int(d.length))
+		}
+	}
+	if err := w.ensure(4); err != nil {
+		if err != errFull {
+			d.on = false
+		}
+		return d.at.short(err, int(d.length)-4+len(w.data)-w.pos, int(d.length))
+	}
+	d.on = false
+	if trail := get32(w.data[w.pos:], d.swapped); trail != d.length {
+		r.damaged(0, true)
+		return d.at.damage(ErrBadBlock, "block of %d bytes has trailing length %d", d.length, trail)
+	}
+	w.pos += 4
+	r.blk++
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 	"testing/iotest"
 
@@ -281,5 +282,62 @@ func TestSnapLimit(t *testing.T) {
 		if diff := diffFrames(want, got); diff != "" {
 			t.Errorf("frames (-want +got):\n%s", diff)
 		}
+	}
+}
+
+// TestLongBlock skips a custom block longer than the window between two
+// packets, mapped, from gzip and through small read buffers; and reports a
+// cut or inconsistent one.
+func TestLongBlock(t *testing.T) {
+	le := binary.LittleEndian
+	ng, want := basePcapng()
+	long := appendBlock(nil, blockCustom, make([]byte, 1<<20), le) // at offset 92
+	file := insert(ng, 92, long...)
+	for _, in := range [][]byte{file, gz(t, file)} {
+		got, _, err := readFiles(t, nil, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := diffFrames(want, got); diff != "" {
+			t.Errorf("frames (-want +got):\n%s", diff)
+		}
+	}
+	src, err := open([]string{"-"}, nil, iotest.OneByteReader(bytes.NewReader(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	src.win.size = 200
+	got, err := readAll(t, src, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := diffFrames(want, got); diff != "" {
+		t.Errorf("small buffers: frames (-want +got):\n%s", diff)
+	}
+
+	n := len(long)
+	for _, c := range []struct {
+		name  string
+		file  []byte
+		err   error
+		where string
+	}{
+		{"cut", file[:92+n-10], ErrTruncated, "block 4 at offset 92: truncated input: input ends after 1048578 of 1048588 bytes"},
+		{"cut in trailer", file[:92+n-2], ErrTruncated, "block 4 at offset 92: truncated input: input ends after 1048586 of 1048588 bytes"},
+		{"trailing length", patch(file, 92+n-4, 12), ErrBadBlock, "block 4 at offset 92: bad pcapng block: block of 1048588 bytes has trailing length 12"},
+	} {
+		got, _, err := readFiles(t, nil, c.file)
+		if !errors.Is(err, c.err) || !strings.Contains(err.Error(), c.where) {
+			t.Errorf("%s: error %v, want %q", c.name, err, c.where)
+		}
+		if len(got) != 1 {
+			t.Errorf("%s: %d frames before the error, want 1", c.name, len(got))
+		}
+	}
+	// With KeepGoing, reading goes on after the bad trailer.
+	got, src2, err := readFiles(t, &Options{KeepGoing: true}, patch(file, 92+n-4, 12))
+	if err != nil || len(got) != 3 || src2.Stats().Errors != 1 {
+		t.Errorf("KeepGoing: %d frames, %+v, error %v; want 3 frames and 1 error", len(got), src2.Stats(), err)
 	}
 }
