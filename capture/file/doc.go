@@ -57,8 +57,10 @@
 // With Options.KeepGoing the damage is counted in Stats().Errors instead and
 // reading goes on at the next plausible record, or with the next file.
 //
-// Records longer than Options.SnapLimit, and pcapng blocks longer than it
-// plus 64 KiB, are damage: no length field makes the reader allocate.
+// Records longer than Options.SnapLimit, and pcapng section, interface and
+// packet blocks longer than it plus 64 KiB, are damage: no length field
+// makes the reader allocate. Longer blocks of other types are skipped
+// without being buffered.
 //
 // Regular files are mapped into memory. A file is read up to the size it
 // had when its turn came; truncating it while it is read makes the process

@@ -40,8 +40,9 @@ type Options struct {
 	// next file. Each damage counts once, however many bytes it skips.
 	KeepGoing bool
 	// SnapLimit is the largest captured length accepted for a record, in
-	// bytes (default DefaultSnapLimit, at most 64 MiB). pcapng blocks may be
-	// up to 64 KiB longer, for their headers and options.
+	// bytes (default DefaultSnapLimit, at most 64 MiB). pcapng section,
+	// interface and packet blocks may be up to 64 KiB longer, for their
+	// headers and options; other blocks may be of any length.
 	SnapLimit int
 }
 
