@@ -147,6 +147,7 @@ func (s *Source) makeConns() {
 		sqp[2*i], sqp[2*i+1] = x.qpA, x.qpB
 	}
 	s.tally = newTally(c.Seed, int64(c.Window), keys, sqp)
+	s.heap = make([]int32, 0, c.Flows)
 
 	// Weights: a random order of the connections; the first JitterFlows
 	// are the jitter connections, the rest get Zipf weights by rank.

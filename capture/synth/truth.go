@@ -188,6 +188,7 @@ func newTally(seed uint64, window int64, keys []FlowKey, sqp []uint32) *tally {
 	t := &tally{
 		windowNS: window,
 		flows:    make([]flowCounts, n),
+		touched:  make([]int32, 0, n),
 		state:    make([]flowState, n),
 		totals:   make([]flowCounts, n),
 		keys:     keys,

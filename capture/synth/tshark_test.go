@@ -103,6 +103,9 @@ func TestTshark(t *testing.T) {
 	if _, err := exec.LookPath("tshark"); err != nil {
 		t.Skip("tshark not installed; install Wireshark's tshark to compare with Wireshark")
 	}
+	if testing.Short() {
+		t.Skip("tshark comparison skipped in short mode")
+	}
 	for _, snap := range []int{0, synth.MinSnapLen} {
 		t.Run("snap"+strconv.Itoa(snap), func(t *testing.T) {
 			frames, tr := generate(t, &synth.Config{Seed: 61, Packets: 20_000, OtherShare: 0.05, PFCShare: 0.01,
