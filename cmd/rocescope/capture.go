@@ -65,6 +65,9 @@ AF_XDP).`,
 				if err != nil {
 					return err
 				}
+				if qs != nil && (*mode == "afpacket" || *mode == "pcap") {
+					return usagef("--queues selects AF_XDP queues: it does not apply to --mode %s", *mode)
+				}
 				if *duration < 0 {
 					return usagef("--duration %v: want 0 or more", *duration)
 				}

@@ -666,6 +666,8 @@ func TestCaptureLiveErrors(t *testing.T) {
 		{[]string{"capture", "-i", p.ifB, "eth9"}, 2, "capture takes no arguments"},
 		{[]string{"capture", "-i", p.ifB, "--mode", "xdp"}, 2, `--mode "xdp": want auto, afxdp, afpacket or pcap`},
 		{[]string{"capture", "-i", p.ifB, "--queues", "3-1"}, 2, `--queues "3-1"`},
+		{[]string{"capture", "-i", p.ifB, "--mode", "afpacket", "--queues", "0"}, 2, "does not apply to --mode afpacket"},
+		{[]string{"capture", "-i", p.ifB, "--mode", "pcap", "--queues", "0"}, 2, "does not apply to --mode pcap"},
 		{[]string{"capture", "-i", p.ifB, "--duration", "-1s"}, 2, "--duration -1s"},
 		{[]string{"capture", "-i", p.ifB, "--mode", "pcap"}, 1, "built without libpcap"},
 	} {
