@@ -119,9 +119,10 @@ type vethPair struct {
 // vethPairs counts the pairs this process made, so that names are unique.
 var vethPairs atomic.Int32
 
-// newVethPair makes a pair and registers the cleanup that deletes both
-// namespaces, and with them the veth pair.
-func newVethPair(t *testing.T) *vethPair {
+// newVethPair makes a pair whose ends have the given number of queues (0
+// means one) and registers the cleanup that deletes both namespaces, and
+// with them the veth pair.
+func newVethPair(t *testing.T, queues int) *vethPair {
 	t.Helper()
 	n, pid := vethPairs.Add(1), os.Getpid()
 	p := &vethPair{
@@ -140,7 +141,9 @@ func newVethPair(t *testing.T) *vethPair {
 		runIP(t, "netns", "exec", ns, "sysctl", "-q", "-w",
 			"net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
 	}
-	runIP(t, "link", "add", p.ifA, "netns", p.nsA, "type", "veth", "peer", "name", p.ifB, "netns", p.nsB)
+	q := strconv.Itoa(max(queues, 1))
+	runIP(t, "link", "add", p.ifA, "netns", p.nsA, "numtxqueues", q, "numrxqueues", q,
+		"type", "veth", "peer", "name", p.ifB, "netns", p.nsB, "numtxqueues", q, "numrxqueues", q)
 	runIP(t, "-n", p.nsA, "link", "set", p.ifA, "mtu", liveMTU, "up")
 	runIP(t, "-n", p.nsB, "link", "set", p.ifB, "mtu", liveMTU, "up")
 	return p
@@ -333,6 +336,7 @@ type liveRun struct {
 	mode      string
 	all       bool
 	interrupt bool // stop with SIGINT once the traffic is sent; else by --duration
+	queues    int  // queues of the veth ends, 0 for one
 	pps       int  // sending rate, frames per second
 }
 
@@ -564,7 +568,7 @@ func (tr *liveTraffic) check(t *testing.T, reports string, all bool) (drops uint
 // line of the last one.
 func captureChecked(t *testing.T, r liveRun, tr *liveTraffic) (attached string) {
 	t.Helper()
-	p := newVethPair(t)
+	p := newVethPair(t, r.queues)
 	for i, pps := range liveRates {
 		r.pps = pps
 		var reports string
@@ -598,12 +602,16 @@ func TestCaptureLive(t *testing.T) {
 		{mode: "afpacket", all: true, interrupt: true},
 		{mode: "afpacket", interrupt: true},
 		{mode: "auto", all: true, interrupt: true},
+		{mode: "afxdp", all: true, interrupt: true, queues: 2},
 		{mode: "afxdp", all: true},
 	} {
 		r.bin = bin
 		name, sent := r.mode, tr
 		if r.all {
 			name += "/all"
+		}
+		if r.queues > 1 {
+			name += fmt.Sprintf("/%dqueues", r.queues)
 		}
 		if !r.interrupt {
 			name += "/duration"
@@ -613,6 +621,11 @@ func TestCaptureLive(t *testing.T) {
 			attached := captureChecked(t, r, sent)
 			if r.mode == "auto" && !strings.Contains(attached, "AF_XDP") {
 				t.Errorf("--mode auto attached with %q, want AF_XDP", attached)
+			}
+			// The sender's flows hash to every TX queue, and a veth hands
+			// a frame to the peer's RX queue of the same number.
+			if q := fmt.Sprintf("%d queues", r.queues); r.queues > 1 && !strings.Contains(attached, q) {
+				t.Errorf("attached with %q, want %s", attached, q)
 			}
 		})
 	}
@@ -656,7 +669,7 @@ func TestCaptureLiveErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newVethPair(t)
+	p := newVethPair(t, 0)
 	for _, c := range []struct {
 		args []string
 		code int
