@@ -258,42 +258,44 @@ func (s *Source) writeRoCE(b []byte, p *packet) (wire, captured int) {
 	clear(b[min(len(b), pay+p.payload):min(len(b), end)])
 	if end < len(b) { // the ICRC is (partly) captured: the bytes it covers are all there
 		var crc [4]byte
-		binary.LittleEndian.PutUint32(crc[:], icrc(&s.icrcScratch, b, ipOff, udpOff, end, c.v6))
+		binary.LittleEndian.PutUint32(crc[:], icrc(b, ipOff, udpOff, end, c.v6))
 		copy(b[end:], crc[:])
 	}
 	return finish(b, wire)
 }
 
-// icrcHeaders is the longest header run the ICRC masks: IPv6, UDP, BTH.
-const icrcHeaders = 40 + 8 + 12
-
-// ff8 are the eight bytes of ones that stand for the LRH in a RoCEv2 ICRC.
-var ff8 = [8]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+// ff8CRC is the CRC-32 of the eight bytes of ones that stand for the LRH
+// in a RoCEv2 ICRC.
+var ff8CRC = crc32.ChecksumIEEE([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 
 // icrc returns the invariant CRC of the RoCEv2 packet whose IP header
 // starts at b[ipOff], UDP header at b[udpOff], and whose pad ends at
 // b[end]: CRC-32 (as Ethernet's) over eight bytes of ones, the IP, UDP and
 // BTH headers with their variant fields set to ones (IPv4 TOS, TTL and
 // checksum; IPv6 traffic class, flow label and hop limit; UDP checksum; the
-// BTH byte holding FECN and BECN), and the rest of the packet.
-//
-// h is scratch space: a local array would escape to the heap through
-// crc32's indirect call.
-func icrc(h *[icrcHeaders]byte, b []byte, ipOff, udpOff, end int, v6 bool) uint32 {
-	n := copy(h[:], b[ipOff:udpOff+8+12])
+// BTH byte holding FECN and BECN), and the rest of the packet. It sets the
+// variant fields to ones in b for one pass of the CRC over the whole
+// packet, and puts them back.
+func icrc(b []byte, ipOff, udpOff, end int, v6 bool) uint32 {
+	at := [8]int{ipOff + 1, ipOff + 8, ipOff + 10, ipOff + 11, udpOff + 6, udpOff + 7, udpOff + 12, udpOff + 12}
 	if v6 {
-		h[0] |= 0x0f
-		h[1], h[2], h[3] = 0xff, 0xff, 0xff
-		h[7] = 0xff
-	} else {
-		h[1], h[8], h[10], h[11] = 0xff, 0xff, 0xff, 0xff
+		at = [8]int{ipOff, ipOff + 1, ipOff + 2, ipOff + 3, ipOff + 7, udpOff + 6, udpOff + 7, udpOff + 12}
 	}
-	u := n - 20                 // UDP header
-	h[u+6], h[u+7] = 0xff, 0xff // UDP checksum
-	h[u+12] = 0xff              // BTH FECN, BECN and reserved bits
-	crc := crc32.Update(0, crc32.IEEETable, ff8[:])
-	crc = crc32.Update(crc, crc32.IEEETable, h[:n])
-	return crc32.Update(crc, crc32.IEEETable, b[udpOff+8+12:end])
+	var saved [8]byte
+	for i, j := range at {
+		saved[i] = b[j]
+	}
+	for _, j := range at {
+		b[j] = 0xff
+	}
+	if v6 {
+		b[ipOff] = saved[0] | 0x0f // the version nibble is covered
+	}
+	crc := crc32.Update(ff8CRC, crc32.IEEETable, b[ipOff:end])
+	for i := len(at) - 1; i >= 0; i-- {
+		b[at[i]] = saved[i]
+	}
+	return crc
 }
 
 // pfcFrame is an 802.1Qbb priority flow control frame.

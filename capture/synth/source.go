@@ -46,8 +46,6 @@ type Source struct {
 	slot    int // bytes per frame in arena
 	k       int // frames generated
 	pkt     packet
-	// icrcScratch holds the masked headers of the ICRC being computed.
-	icrcScratch [icrcHeaders]byte
 
 	received atomic.Uint64
 	closed   atomic.Bool
