@@ -36,8 +36,11 @@ and a host delivering the same window twice are errors naming the file.
 With --follow, merge watches the directories and emits each window, in time
 order, once every host of --hosts (or every host seen so far) delivered it,
 or --timeout after the window's first state arrived. A state that arrives
-after its window was emitted is skipped with a warning. On interrupt it reads
-the directories once more, emits every pending window and exits with 0.`,
+after its window was emitted is skipped with a warning. Each file is read
+once, when it appears: replay and capture write per-window files under a
+temporary name and rename them, so none is read half written. On interrupt
+merge reads the directories once more, emits every pending window and exits
+with status 0.`,
 		example: `  rocescope merge hostA.states hostB.states
   rocescope merge --format csv -o fleet.csv /shared/states/
   rocescope merge --follow --hosts cap1,cap2,cap3 --timeout 5s /shared/states/`,
@@ -115,6 +118,9 @@ func (m *merger) once(ctx context.Context, args []string) (err error) {
 	files, err := stateFiles(args)
 	if err != nil {
 		return err
+	}
+	if len(files) == 0 {
+		return fmt.Errorf("no %s files in %s", metrics.StateExt, strings.Join(args, ", "))
 	}
 	for _, f := range files {
 		if err := ctx.Err(); err != nil {

@@ -540,6 +540,9 @@ func TestMergeRejectsBadInput(t *testing.T) {
 	engineStates(t, filepath.Join(dir, "z", "seed"), trace, &metrics.Config{Host: "b", Workers: 1, Seed: 99})
 	engineStates(t, filepath.Join(dir, "z", "distinct"), trace, &metrics.Config{Host: "b", Workers: 1, DistinctBits: 1 << 12})
 	engineStates(t, filepath.Join(dir, "z", "topk"), trace, &metrics.Config{Host: "b", Workers: 1, TopKSize: 64})
+	if err := os.MkdirAll(filepath.Join(dir, "z", "empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	halfWindow := filepath.Join(dir, "z", "window")
 	if err := os.MkdirAll(halfWindow, 0o755); err != nil {
 		t.Fatal(err)
@@ -571,6 +574,7 @@ func TestMergeRejectsBadInput(t *testing.T) {
 		{name: "same window twice", file: copied, says: "host a already delivered it in " + goodFiles[1]},
 		{name: "same host as file and directory", args: []string{good, single}, file: goodFiles[0], says: "host a already delivered it in " + single},
 		{name: "missing", file: filepath.Join(dir, "nothing-here"), says: "no such file"},
+		{name: "directory without states", args: []string{filepath.Join(dir, "z", "empty")}, file: filepath.Join(dir, "z", "empty"), says: "no .rsstate files"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			states := tc.args
