@@ -181,3 +181,66 @@ func TestICRCInvariant(t *testing.T) {
 		t.Fatalf("found RoCE frames over IPv6 %v only", seen)
 	}
 }
+
+// TestFrameShapes checks what the package doc promises about headers:
+// RoCE packets carry the configured DSCP and ECT(0) or CE, CNPs DSCP 48
+// and no ECN, tags priority 3 (6 for CNPs), TTL 64, IPv4 don't-fragment,
+// P_Key 0xffff, a UDP source port in 0xC000-0xFFFF that both directions
+// of a connection share, with the IPv6 flow label; PFC frames go to
+// 01:80:c2:00:00:01, enable priority 3 and carry no quanta for the
+// priorities they do not enable.
+func TestFrameShapes(t *testing.T) {
+	frames, tr := generate(t, &synth.Config{Seed: 53, Packets: 30_000, DSCP: 34, IPv6Share: 0.5, PFCShare: 0.02}, 128)
+	label := map[dirKey]uint32{}
+	var pfc, cnp int
+	for i := range frames {
+		b, p := frames[i].data, &frames[i].p
+		switch {
+		case p.Kind == decode.KindPFC:
+			pfc++
+			if p.DstMAC != [6]byte{0x01, 0x80, 0xc2, 0, 0, 1} || len(b) != 60 || p.Pause.Enable&(1<<3) == 0 || p.Headers&decode.HasVLAN != 0 {
+				t.Errorf("frame %d: PFC to %x, %d bytes, enable %#x", i+1, p.DstMAC, len(b), p.Pause.Enable)
+			}
+			for prio, q := range p.Pause.Quanta {
+				if p.Pause.Enable&(1<<prio) == 0 && q != 0 {
+					t.Errorf("frame %d: PFC quanta %d for disabled priority %d", i+1, q, prio)
+				}
+			}
+			continue
+		case !p.IsRoCE():
+			continue
+		}
+		isCNP := p.BTH.Opcode.IsCNP()
+		dscp, pcp := uint8(34), uint8(3)
+		if isCNP {
+			cnp++
+			dscp, pcp = 48, 6
+		}
+		if p.DSCP != dscp || isCNP && p.ECN != 0 || !isCNP && p.ECN != 2 && p.ECN != 3 || p.TTL != 64 {
+			t.Errorf("frame %d: %v with DSCP %d ECN %d TTL %d", i+1, p.BTH.Opcode, p.DSCP, p.ECN, p.TTL)
+		}
+		if p.Headers&decode.HasVLAN != 0 && p.PCP != pcp {
+			t.Errorf("frame %d: %v with priority %d", i+1, p.BTH.Opcode, p.PCP)
+		}
+		if p.Headers&decode.HasIPv4 != 0 && b[14+4*int(p.NumVLAN)+6] != 0x40 {
+			t.Errorf("frame %d: IPv4 flags %#x", i+1, b[14+4*int(p.NumVLAN)+6])
+		}
+		if p.BTH.PKey != 0xffff || p.SrcPort < 0xc000 {
+			t.Errorf("frame %d: P_Key %#x, UDP source port %d", i+1, p.BTH.PKey, p.SrcPort)
+		}
+		if p.Headers&decode.HasIPv6 != 0 {
+			ip := b[14+4*int(p.NumVLAN):]
+			fl := binary.BigEndian.Uint32(ip) & 0xfffff
+			d := dirOf(p)
+			for _, k := range []dirKey{d, d.reverse()} {
+				if l, ok := label[k]; ok && l != fl {
+					t.Fatalf("frame %d: flow label %#x, the connection's other packets %#x", i+1, fl, l)
+				}
+			}
+			label[d] = fl
+		}
+	}
+	if pfc == 0 || cnp == 0 || len(label) == 0 || uint64(cnp) != tr.Total.CNP {
+		t.Errorf("%d PFC frames, %d CNPs, %d IPv6 directions", pfc, cnp, len(label))
+	}
+}

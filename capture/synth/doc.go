@@ -45,7 +45,8 @@
 // more packets, goes back N: it resends every packet from the lost PSN,
 // with the same PSNs, headers and payload bytes. An RNR NAK
 // (Config.RNRProb, on SEND First/Only) is handled the same way from the
-// refused packet. A CE-marked packet (requests, and READ responses) makes
+// refused packet (the RNR timer is not modelled: the requester resends at
+// its next turn). A CE-marked packet (requests, and READ responses) makes
 // its receiver send a CNP back (opcode 0x81, BECN set, DSCP 48, dest QP the
 // sender's QP, 16 zero bytes), at most one pending per direction. A
 // requester that receives a CNP halves its sending rate (a simplified
