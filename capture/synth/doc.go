@@ -43,12 +43,13 @@
 // not. The responder NAKs (PSN sequence error) the next packet that
 // arrives, discards what follows, and the requester, having sent a few
 // more packets, goes back N: it resends every packet from the lost PSN,
-// with the same PSNs, headers and payload bytes. An RNR NAK
+// with the same PSNs, transport headers and payload bytes. An RNR NAK
 // (Config.RNRProb, on SEND First/Only) is handled the same way from the
 // refused packet (the RNR timer is not modelled: the requester resends at
 // its next turn). A CE-marked packet (requests, and READ responses) makes
-// its receiver send a CNP back (opcode 0x81, BECN set, DSCP 48, dest QP the
-// sender's QP, 16 zero bytes), at most one pending per direction. A
+// its receiver send a CNP back (opcode 0x81, BECN set, DSCP 48 and not
+// ECN-capable, priority 6 when tagged, dest QP the sender's QP, 16 zero
+// bytes), at most one pending per direction. A
 // requester that receives a CNP halves its sending rate (a simplified
 // DCQCN: down to 1/64 at most, recovering linearly over 5 ms); the slots
 // it gives up go to other connections, as the trace keeps its length. Some
