@@ -55,6 +55,11 @@ with status 0.`,
 				if len(args) == 0 {
 					return usagef("no state file or directory given")
 				}
+				for _, f := range ignoredByMerge {
+					if fs.Changed(f.flag) {
+						fmt.Fprintf(e.stderr, "rocescope merge: --%s is ignored: %s\n", f.flag, f.why)
+					}
+				}
 				m := &merger{opts: &o, e: e, expect: *hosts, timeout: *timeout}
 				if !*follow {
 					for _, name := range []string{"hosts", "timeout", "poll"} {
@@ -71,6 +76,19 @@ with status 0.`,
 			}
 		},
 	}
+}
+
+// ignoredByMerge are the report flags that shape the analysis, which the
+// states carry, or outputs merge does not write. Merge warns about them
+// rather than failing, so that one --config file can serve replay and merge.
+var ignoredByMerge = []struct{ flag, why string }{
+	{"window", "the states carry their window length"},
+	{"lateness", "the states are of closed windows"},
+	{"workers", "merge runs on one goroutine"},
+	{"roce-port", "the states are decoded already"},
+	{"host", "reports list the hosts whose states they merge"},
+	{"state-out", "merge writes reports only"},
+	{"prometheus", "merge writes reports only"},
 }
 
 // merger merges window states into reports.

@@ -794,3 +794,30 @@ func TestMergeFollow(t *testing.T) {
 		}
 	})
 }
+
+// TestMergeWarnsAboutIgnoredFlags gives merge report flags that shape the
+// analysis or outputs merge does not write: each draws a warning, and the
+// reports are those of a merge without them.
+func TestMergeWarnsAboutIgnoredFlags(t *testing.T) {
+	dir := t.TempDir()
+	trace := smallTrace(t, dir)
+	states := filepath.Join(dir, "states")
+	if err := os.Mkdir(states, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustRunInProcess(t, "replay", "--format", "jsonl", "--host", "a", "--state-out", states, trace)
+	want := mustRunInProcess(t, "merge", "--format", "jsonl", states)
+	code, out, errOut := runInProcess(context.Background(), "merge", "--format", "jsonl", "--window", "2s", "--workers", "3",
+		"--state-out", filepath.Join(dir, "nowhere"), states)
+	if code != 0 || out != want {
+		t.Fatalf("exit status %d (stderr %q); reports equal to a plain merge's: %v", code, errOut, out == want)
+	}
+	for _, flag := range []string{"--window", "--workers", "--state-out"} {
+		if !strings.Contains(errOut, "rocescope merge: "+flag+" is ignored") {
+			t.Errorf("no warning about %s in %q", flag, errOut)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nowhere")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("merge wrote --state-out: %v", err)
+	}
+}
