@@ -15,8 +15,9 @@ import (
 // State files hold window states, each framed as a 4-byte big-endian
 // length and the state encoding (see [Window.AppendBinary]). A file written
 // with --state-out FILE holds every window of a run in order; with
-// --state-out DIR each window goes to DIR/<host>-<start ns>.rsstate, written
-// to a temporary name and renamed, so that a reader following the directory
+// --state-out DIR each window goes to DIR/<host>-<start ns>.rsstate (with
+// '%', '/', '\' and NUL in the host name escaped as %XX), written to a
+// temporary name and renamed, so that a reader following the directory
 // never sees half a file.
 
 // StateExt is the extension of per-window state files.
@@ -66,7 +67,7 @@ func (sw *StateWriter) Write(w *Window) error {
 		}
 		return nil
 	}
-	name := filepath.Join(sw.dir, fmt.Sprintf("%s-%d%s", safeName(sw.host), w.Start, StateExt))
+	name := filepath.Join(sw.dir, fmt.Sprintf("%s-%d%s", fileNameEscaper.Replace(sw.host), w.Start, StateExt))
 	tmp := name + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return fmt.Errorf("metrics: write state: %w", err)
@@ -77,15 +78,11 @@ func (sw *StateWriter) Write(w *Window) error {
 	return nil
 }
 
-// safeName makes a host name usable in a file name.
-func safeName(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '/' || r == '\\' || r == 0 || r == '-' {
-			return '_'
-		}
-		return r
-	}, s)
-}
+// fileNameEscaper makes a host name usable in a file name. It is
+// injective, so that hosts with different names never write the same file
+// into a shared directory ("a/b" and "a_b" stay apart), and it keeps '-':
+// the start after the last '-' is all digits.
+var fileNameEscaper = strings.NewReplacer("%", "%25", "/", "%2F", "\\", "%5C", "\x00", "%00")
 
 // Close flushes and closes the state file.
 func (sw *StateWriter) Close() error {

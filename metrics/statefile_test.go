@@ -128,3 +128,38 @@ func TestStateReaderEveryPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestStateWriterHostNames writes states of hosts whose names a careless
+// escape would confuse into one directory: each gets its own file, which
+// holds its own state.
+func TestStateWriterHostNames(t *testing.T) {
+	w := runEngine(t, &Config{Workers: 1, Host: "x"}, &frameSource{frames: makeTestTrace().frames, per: 4})[0]
+	dir := t.TempDir()
+	files := map[string]string{ // host → its file name before "-<start>.rsstate"
+		"a/b": "a%2Fb", "a_b": "a_b", "a%2Fb": "a%252Fb", "a-1": "a-1", `a\b`: "a%5Cb", "a\x00b": "a%00b", "a": "a",
+	}
+	for h := range files {
+		sw, err := NewStateWriter(dir, &Config{Host: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Hosts = []string{h}
+		if err := errors.Join(sw.Write(w), sw.Close()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if written, _ := filepath.Glob(filepath.Join(dir, "*"+StateExt)); len(written) != len(files) {
+		t.Fatalf("%d hosts wrote %d files: %q", len(files), len(written), written)
+	}
+	for h, prefix := range files {
+		name := filepath.Join(dir, fmt.Sprintf("%s-%d%s", prefix, w.Start, StateExt))
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatalf("host %q: %v", h, err)
+		}
+		var got Window
+		if err := NewStateReader(bytes.NewReader(data), name).Next(&got); err != nil || len(got.Hosts) != 1 || got.Hosts[0] != h {
+			t.Errorf("%s holds hosts %q (%v), want [%q]", name, got.Hosts, err, h)
+		}
+	}
+}

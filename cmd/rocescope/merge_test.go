@@ -441,7 +441,7 @@ func TestStateOutDirectory(t *testing.T) {
 	mustRunInProcess(t, "replay", "--format", "jsonl", "--host", "cap-1", "--state-out", single, trace)
 	var want []string
 	for _, r := range parseReports(t, jsonl) {
-		want = append(want, fmt.Sprintf("cap_1-%s%s", r["window_start_ns"], metrics.StateExt))
+		want = append(want, fmt.Sprintf("cap-1-%s%s", r["window_start_ns"], metrics.StateExt))
 	}
 	ents, err := os.ReadDir(states)
 	if err != nil {
@@ -473,7 +473,7 @@ func TestStateOutDirectory(t *testing.T) {
 		if err := sr.Next(new(metrics.Window)); err != io.EOF {
 			t.Errorf("%s: second state: %v, want io.EOF", name, err)
 		}
-		if got := fmt.Sprintf("cap_1-%d%s", w.Start, metrics.StateExt); got != name || !slices.Equal(w.Hosts, []string{"cap-1"}) {
+		if got := fmt.Sprintf("cap-1-%d%s", w.Start, metrics.StateExt); got != name || !slices.Equal(w.Hosts, []string{"cap-1"}) {
 			t.Errorf("%s holds window %s of hosts %q", name, got, w.Hosts)
 		}
 		if err := all.Next(&fromFile); err != nil {
