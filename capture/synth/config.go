@@ -69,7 +69,12 @@ type Config struct {
 	JitterFlows      int     // connections whose rate swings between adjacent windows (default min(4, Flows-1))
 	JitterShare      float64 // frames of each jitter connection's requests in its busy windows; a tenth in the others (default 0.05)
 
-	SnapLen int // captured bytes per frame, 0 for whole frames, else at least MinSnapLen
+	// ERSPAN wraps every frame as a switch's mirror session sends it to a
+	// collector: 0 for none, 2 for ERSPAN type II, 3 for type III (GRE
+	// with sequence numbers, outer IPv4).
+	ERSPAN int
+
+	SnapLen int // captured bytes per frame, 0 for whole frames, else at least MinSnapLen (plus the ERSPAN headers)
 }
 
 // ErrConfig is wrapped by every error New returns for an invalid Config.
@@ -131,6 +136,7 @@ func resolve(c *Config) (*settings, error) {
 	k.JitterFlows = orDefault(k.JitterFlows, min(DefaultJitterFlows, k.Flows-1))
 	k.JitterShare = orDefault(k.JitterShare, 0.05)
 	k.SnapLen = max(k.SnapLen, 0)
+	k.ERSPAN = max(k.ERSPAN, 0)
 
 	bad := func(format string, a ...any) (*settings, error) {
 		return nil, fmt.Errorf("synth: "+format+": %w", append(a, ErrConfig)...)
@@ -158,8 +164,10 @@ func resolve(c *Config) (*settings, error) {
 		return bad("%d jitter flows need more than %d flows", k.JitterFlows, k.Flows)
 	case float64(k.JitterFlows)*k.JitterShare > 0.9:
 		return bad("jitter flows take %v of the frames, more than 0.9", float64(k.JitterFlows)*k.JitterShare)
-	case k.SnapLen > 0 && k.SnapLen < MinSnapLen:
-		return bad("snap length %d below %d", k.SnapLen, MinSnapLen)
+	case k.ERSPAN != 0 && k.ERSPAN != 2 && k.ERSPAN != 3:
+		return bad("erspan type %d is not 0, 2 or 3", k.ERSPAN)
+	case k.SnapLen > 0 && k.SnapLen < MinSnapLen+erspanLen(k.ERSPAN):
+		return bad("snap length %d below %d", k.SnapLen, MinSnapLen+erspanLen(k.ERSPAN))
 	case k.ReadShare+k.SendShare > 1:
 		return bad("read share %v and send share %v add up to more than 1", k.ReadShare, k.SendShare)
 	case k.OtherShare+k.PFCShare >= 1:

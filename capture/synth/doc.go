@@ -60,6 +60,12 @@
 // checksums) between the hosts; one background UDP datagram in sixteen
 // comes from port 4791, which does not make it RoCE.
 //
+// With Config.ERSPAN set, every frame arrives as a switch's mirror session
+// sends it to a collector: Ethernet, IPv4 from 192.0.2.1 to 192.0.2.100,
+// GRE with a sequence number, and an ERSPAN type II or III header
+// (session 7), then the frame. The truth then counts the mirrored frames'
+// on-wire lengths, and keys flows by the inner addresses.
+//
 // # Truth
 //
 // The truth is defined by what a passive observer sees in the trace, the

@@ -393,3 +393,54 @@ func (s *Source) writeBackground(b []byte, g *background) (wire, captured int) {
 	binary.BigEndian.PutUint16(seg[ck:], sum)
 	return finish(b, wire)
 }
+
+// Mirror encapsulation: the switch's and the collector's addresses, and
+// the mirror session.
+var (
+	mirrorSrc    = host{mac: [6]byte{0x02, 0x5e, 0, 0, 0, 0xaa}, ip4: [4]byte{192, 0, 2, 1}}
+	collector    = host{mac: [6]byte{0x02, 0xc0, 0x11, 0xec, 0x70, 0x01}, ip4: [4]byte{192, 0, 2, 100}}
+	mirrorSessID = uint16(7)
+)
+
+// erspanLen returns the bytes ERSPAN type typ puts before a mirrored
+// frame: Ethernet, IPv4, GRE with a sequence number, and the ERSPAN header
+// (8 bytes for type II, 12 for type III).
+func erspanLen(typ int) int {
+	switch typ {
+	case 2:
+		return 14 + 20 + 8 + 8
+	case 3:
+		return 14 + 20 + 8 + 12
+	}
+	return 0
+}
+
+// mirror writes the ERSPAN encapsulation into the first s.encap bytes of
+// b, around a frame of wire bytes mirrored at time t, and returns the
+// on-wire length of the whole.
+func (s *Source) mirror(b []byte, wire int, t int64) int {
+	h := l2{src: &mirrorSrc, dst: &collector}
+	proto := uint16(0x88BE) // ERSPAN type II
+	if s.cfg.ERSPAN == 3 {
+		proto = 0x22EB
+	}
+	n := s.encap - 14 - 20 + wire
+	_, off := writeL2(b, &h, 47, n)
+	g := b[off:]
+	binary.BigEndian.PutUint16(g[0:], 0x1000) // sequence number present
+	binary.BigEndian.PutUint16(g[2:], proto)
+	binary.BigEndian.PutUint32(g[4:], s.greSeq)
+	s.greSeq++
+	e := g[8:]
+	if s.cfg.ERSPAN == 2 {
+		binary.BigEndian.PutUint16(e[0:], 1<<12)              // version 1, VLAN 0
+		binary.BigEndian.PutUint16(e[2:], 3<<13|mirrorSessID) // COS 3, session
+		binary.BigEndian.PutUint32(e[4:], 0)                  // index
+		return s.encap + wire
+	}
+	binary.BigEndian.PutUint16(e[0:], 2<<12)              // version 2, VLAN 0
+	binary.BigEndian.PutUint16(e[2:], 3<<13|mirrorSessID) // COS 3, session
+	binary.BigEndian.PutUint32(e[4:], uint32(t/100_000))  // timestamp, 100 us units
+	binary.BigEndian.PutUint32(e[8:], 0)                  // SGT 0, frame type Ethernet, no subheader
+	return s.encap + wire
+}

@@ -21,9 +21,16 @@ import (
 	"github.com/rocescope/rocescope/decode"
 )
 
-// udpOffset returns where the UDP header of a decoded RoCEv2 frame starts.
+// udpOffset returns where the UDP header of a decoded RoCEv2 frame starts,
+// inside the ERSPAN encapsulation when there is one.
 func udpOffset(p *decode.Packet) int {
 	off := 14 + 4*int(p.NumVLAN)
+	switch p.Mirror {
+	case decode.MirrorERSPAN2:
+		off += 50
+	case decode.MirrorERSPAN3:
+		off += 54
+	}
 	if p.Headers&decode.HasIPv6 != 0 {
 		return off + 40
 	}
@@ -369,6 +376,7 @@ func TestConfigErrors(t *testing.T) {
 		{ZipfS: synth.Off}, {MaxMessage: synth.Off}, {PMTU: 1000}, {PMTU: 8192}, {DSCP: 64}, {Flows: 3, JitterFlows: 3},
 		{JitterFlows: 10, JitterShare: 0.1}, {SnapLen: synth.MinSnapLen - 1}, {ReadShare: 0.6, SendShare: 0.6},
 		{OtherShare: 0.5, PFCShare: 0.5}, {LossProb: 1.5}, {ECNCEProb: 2}, {Hosts: 1<<16 + 1}, {Start: 1<<62 + 1},
+		{ERSPAN: 1}, {ERSPAN: 2, SnapLen: synth.MinSnapLen},
 		{VLANShare: math.NaN()},
 	} {
 		if _, err := synth.New(&c); !errors.Is(err, synth.ErrConfig) {

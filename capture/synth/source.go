@@ -44,6 +44,8 @@ type Source struct {
 	pattern []byte
 	arena   []byte
 	slot    int // bytes per frame in arena
+	encap   int // bytes of mirror encapsulation before each frame
+	greSeq  uint32
 	k       int // frames generated
 	pkt     packet
 
@@ -62,9 +64,10 @@ func New(cfg *Config) (*Source, error) {
 		return nil, err
 	}
 	s := &Source{cfg: st, rng: newRNG(st.Seed)}
-	s.slot = maxFrame
+	s.encap = erspanLen(st.ERSPAN)
+	s.slot = s.encap + maxFrame
 	if st.SnapLen > 0 {
-		s.slot = min(st.SnapLen, maxFrame)
+		s.slot = min(st.SnapLen, s.slot)
 	}
 	s.pattern = make([]byte, 2*patternSlack+maxPayload+64)
 	for i := 0; i < len(s.pattern); i += 8 {
@@ -223,7 +226,10 @@ func (s *Source) Next(b *capture.Batch) error {
 	for i := 0; i < n && s.k < s.cfg.Packets; i++ {
 		buf := s.arena[i*s.slot : (i+1)*s.slot]
 		t := s.timeOf(s.k)
-		wire, captured := s.frame(buf, t)
+		wire, captured := s.frame(buf[s.encap:], t)
+		if s.encap > 0 {
+			wire, captured = s.mirror(buf, wire, t), s.encap+captured
+		}
 		b.Frames = append(b.Frames, capture.Frame{Data: buf[:captured:captured], Time: t,
 			OrigLen: uint32(wire), Link: decode.LinkEthernet})
 		s.k++
@@ -298,7 +304,7 @@ func (s *Source) frame(buf []byte, t int64) (wire, captured int) {
 		}
 	}
 	wire, captured = s.writeRoCE(buf, p)
-	s.tally.count(t, wire, classRoCE, p, nil)
+	s.tally.count(t, s.encap+wire, classRoCE, p, nil)
 	return wire, captured
 }
 
@@ -418,7 +424,7 @@ func (s *Source) pfc(buf []byte, t int64) (wire, captured int) {
 		}
 	}
 	wire, captured = writePFC(buf, &f)
-	s.tally.count(t, wire, classPFC, nil, &f)
+	s.tally.count(t, s.encap+wire, classPFC, nil, &f)
 	return wire, captured
 }
 
@@ -452,7 +458,7 @@ func (s *Source) background(buf []byte, t int64) (wire, captured int) {
 		g.payload = r.between(0, 1460)
 	}
 	wire, captured = s.writeBackground(buf, &g)
-	s.tally.count(t, wire, classOther, nil, nil)
+	s.tally.count(t, s.encap+wire, classOther, nil, nil)
 	return wire, captured
 }
 

@@ -335,6 +335,8 @@ func TestTruthMatchesRecount(t *testing.T) {
 			OtherShare: synth.Off}},
 		{"many-flows-wrapping-psns", synth.Config{Seed: 6, PMTU: 1024, Packets: 50_000, Flows: 20_000, Hosts: 500, ZipfS: 0.6}},
 		{"snap", synth.Config{Seed: 7, PMTU: 4096, Packets: 20_000, SnapLen: synth.MinSnapLen}},
+		{"erspan2", synth.Config{Seed: 8, PMTU: 1024, Packets: 20_000, ERSPAN: 2, PFCShare: 0.01, OtherShare: 0.05}},
+		{"erspan3-snap", synth.Config{Seed: 9, PMTU: 4096, Packets: 20_000, ERSPAN: 3, SnapLen: synth.MinSnapLen + 54}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if testing.Short() && (tc.cfg.Packets == 0 || tc.cfg.Packets > 10_000) {
