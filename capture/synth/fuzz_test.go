@@ -51,8 +51,9 @@ func fuzzConfig(seed uint64, packets, flows uint16, knobs []byte) synth.Config {
 		OtherShare:       share(16) / 5,
 		JitterFlows:      k(17)%8 - 1,
 		JitterShare:      share(18) / 4,
-		SnapLen:          []int{0, synth.MinSnapLen, 200, 50}[k(19)%4],
+		SnapLen:          []int{0, synth.MinSnapLen, 200, 50, synth.MinSnapLen + 54}[k(19)%5],
 		DSCP:             k(20)%70 - 1,
+		ERSPAN:           k(21) % 4, // 1 is invalid
 	}
 }
 
