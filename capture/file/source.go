@@ -111,9 +111,11 @@ func (c *countedReader) Read(p []byte) (int, error) {
 }
 
 // Open returns a source that reads the named files in order; "-" is
-// standard input. Every file except standard input is opened once here to
-// check that it can be, so that a missing file fails Open with the os error
-// naming it. opts may be nil.
+// standard input, which may be named once. Open checks every other path
+// (a regular file by opening and closing it, a pipe or device by finding
+// it), so that a missing or unreadable file fails Open with the os error
+// naming it. The files are opened one at a time as Next comes to them.
+// opts may be nil.
 func Open(paths []string, opts *Options) (*Source, error) {
 	return open(paths, opts, os.Stdin)
 }

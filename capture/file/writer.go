@@ -30,8 +30,9 @@ type WriterOptions struct {
 }
 
 // Writer writes frames as a classic pcap file with nanosecond timestamps,
-// in little-endian byte order. It buffers: call Flush at the end. After an
-// error every later call returns that error.
+// in little-endian byte order. It buffers: call Flush at the end. A frame it
+// refuses (bad time or lengths) writes nothing; after an error of the
+// underlying writer every later call returns that error.
 type Writer struct {
 	w    *bufio.Writer
 	link decode.LinkType
