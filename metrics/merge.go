@@ -50,8 +50,8 @@ func (m *Merger) Add(src string, w *Window) error {
 	case m.length != 0 && w.Length != m.length:
 		return fmt.Errorf("metrics: %s: window %s: length %v differs from %v in %s: %w",
 			src, at(), time.Duration(w.Length), time.Duration(m.length), m.lengthOf, ErrMismatch)
-	case len(w.Hosts) == 0 || len(slices.Compact(slices.Clone(w.Hosts))) != len(w.Hosts):
-		return fmt.Errorf("metrics: %s: window %s: hosts %q are not a list of distinct names: %w", src, at(), w.Hosts, ErrState)
+	case !sortedDistinct(w.Hosts):
+		return fmt.Errorf("metrics: %s: window %s: hosts %q are not a sorted list of distinct names: %w", src, at(), w.Hosts, ErrState)
 	case w.Start <= m.taken:
 		return fmt.Errorf("metrics: %s: window %s of %s: %w", src, at(), w.Hosts, ErrLate)
 	}
@@ -76,6 +76,17 @@ func (m *Merger) Add(src string, w *Window) error {
 		p.from[h] = src
 	}
 	return nil
+}
+
+// sortedDistinct reports whether hosts is a non-empty, strictly increasing
+// list, as Window.Hosts must be.
+func sortedDistinct(hosts []string) bool {
+	for i := 1; i < len(hosts); i++ {
+		if hosts[i-1] >= hosts[i] {
+			return false
+		}
+	}
+	return len(hosts) > 0
 }
 
 // Pending returns the starts of the windows not yet taken, in time order.

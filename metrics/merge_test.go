@@ -93,6 +93,7 @@ func TestMergerRefuses(t *testing.T) {
 		{"host among others twice", func() *Window { w := fresh("a"); w.Hosts = []string{"a", "c"}; return w }, ErrDuplicate},
 		{"no host", func() *Window { w := fresh("b"); w.Hosts = nil; return w }, ErrState},
 		{"host listed twice", func() *Window { w := fresh("b"); w.Hosts = []string{"b", "b"}; return w }, ErrState},
+		{"hosts out of order", func() *Window { w := fresh("b"); w.Hosts = []string{"c", "b"}; return w }, ErrState},
 		{"window length", func() *Window { w := fresh("b"); w.Length *= 2; w.Start -= w.Start % w.Length; return w }, ErrMismatch},
 		{"sketch seed", func() *Window { return hostWindows(t, "b", 0, &Config{Workers: 1, Seed: 7})[0] }, ErrMismatch},
 	} {
