@@ -89,6 +89,9 @@ func TestSmallBuffers(t *testing.T) {
 	pc, ng, want := manyRecords(500, 60)
 	damaged := append([]byte(nil), pc...)
 	binary.LittleEndian.PutUint32(damaged[24+8:], 1000) // record 1: caplen over the limit
+	// Block 3, the first packet, with a total length that is no multiple
+	// of 4: the search for the next block starts 4 bytes into it.
+	ngDamaged := patch(ng, 28+32+4, 1001) // after the 28-byte section and 32-byte interface blocks
 	for _, c := range []struct {
 		name   string
 		file   []byte
@@ -100,6 +103,7 @@ func TestSmallBuffers(t *testing.T) {
 		{"pcapng", ng, Options{SnapLimit: 100}, want, 0},
 		{"gzip", gz(t, pc), Options{SnapLimit: 100}, want, 0},
 		{"pcap resync", damaged, Options{SnapLimit: 100, KeepGoing: true}, want[1:], 1},
+		{"pcapng resync", ngDamaged, Options{SnapLimit: 100, KeepGoing: true}, want[1:], 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src, err := open([]string{"-"}, &c.opts, iotest.OneByteReader(bytes.NewReader(c.file)))
