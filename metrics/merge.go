@@ -12,8 +12,9 @@ import (
 var (
 	// ErrDuplicate: a host delivered the same window twice.
 	ErrDuplicate = errors.New("host delivered the window twice")
-	// ErrLate: a window arrived after the merger handed it out.
-	ErrLate = errors.New("window arrived after it was taken")
+	// ErrLate: a window arrived after the merger handed out it or a later
+	// one.
+	ErrLate = errors.New("window arrived after it or a later one was taken")
 )
 
 // Merger merges the window states of several hosts, as `rocescope merge`

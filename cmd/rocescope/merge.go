@@ -262,7 +262,7 @@ func (m *merger) readFile(path string) error {
 		n++
 		switch err := m.merged.Add(path, w); {
 		case errors.Is(err, metrics.ErrLate):
-			fmt.Fprintf(m.e.stderr, "rocescope merge: %v: the report is out already (raise --timeout); state skipped\n", err)
+			fmt.Fprintf(m.e.stderr, "rocescope merge: %v: reports up to a later window are out (raise --timeout); state skipped\n", err)
 		case err != nil:
 			return err
 		default:
