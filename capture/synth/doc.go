@@ -32,11 +32,12 @@
 // READ requests, AckReq on every Last and Only. Message sizes (up to 2^20
 // packets) and the connections' shares of the frames are Zipf-distributed
 // (Config.ZipfS) so that a few connections are elephants; one message in
-// eight is a small control message of 1 to 64 bytes. B→A carries coalesced ACKs (on
-// AckReq and at least every 8 packets), READ responses (a READ of L bytes
-// consumes max(1, ceil(L/PMTU)) PSNs, and its responses carry them, with
-// AETH on First, Last and Only), NAKs and RNR NAKs. PSNs start at random
-// (one connection in eight just below the 24-bit wrap) and wrap.
+// eight is a small control message of 1 to 64 bytes. B→A carries
+// coalesced ACKs (on AckReq and at least every 8 packets), READ responses
+// (a READ of L bytes consumes max(1, ceil(L/PMTU)) PSNs, and its responses
+// carry them, with AETH on First, Last and Only), NAKs and RNR NAKs. PSNs
+// start at random (one connection in eight just below the 24-bit wrap) and
+// wrap.
 //
 // Loss (Config.LossProb) hits new request packets. A packet lost after the
 // mirror is in the trace; one lost before it (Config.LossBeforeMirror) is
@@ -104,8 +105,9 @@
 //     window; per_flow lists them.
 //
 // A flow is one direction of a connection, keyed by (source IP,
-// destination IP, BTH destination QP): the A→B requests and the B→A ACKs,
-// responses and CNPs are two flows. Per flow: sqp (the QP that sends it),
+// destination IP, BTH destination QP): the A→B requests (with the CNPs A
+// sends for CE-marked READ responses) and the B→A ACKs, responses and CNPs
+// are two flows. Per flow: sqp (the QP that sends it),
 // packets, bytes, rate_bps (bytes*8/window seconds; [Truth.RateBPS]),
 // payload_bytes, messages, ecn_ce, retransmits and psn_gaps as above, and
 // cnp_received: the CNPs carried in the window by the reverse flow (whose
@@ -120,8 +122,8 @@
 //
 // # Snap length
 //
-// With Config.SnapLen set (at least [MinSnapLen], so that every header is
-// captured), frames are cut: Data holds the first SnapLen bytes and OrigLen
+// With Config.SnapLen set (at least [MinSnapLen], plus the ERSPAN headers
+// when mirrored, so that every header is captured), frames are cut: Data holds the first SnapLen bytes and OrigLen
 // the on-wire length. The decoder reads such frames without error, with
 // the RDMA payload length from the UDP length, so the truth is unchanged.
 package synth
