@@ -683,9 +683,10 @@ func deliver(t *testing.T, state string, dirs ...string) {
 // hosts of --hosts delivered it (or every host seen, without --hosts), or
 // after --timeout with the hosts that did; a state arriving after its
 // window was emitted is skipped with a warning; cancelling reads the
-// directory once more, emits what is pending and exits with 0. In each case
-// the output must equal what a one-shot merge of the same states in the
-// same grouping writes.
+// directory once more, emits what is pending and exits with 0; a replay
+// writing its states into the followed directory while merge polls it
+// every millisecond is never read half written. In each case the output
+// must equal what a one-shot merge of the same states writes.
 func TestMergeFollow(t *testing.T) {
 	dir := t.TempDir()
 	parts, _ := writeSplitTrace(t, dir, &synth.Config{Seed: 3, Packets: 20000, Flows: 200}, 2, byConnection(2))
@@ -771,6 +772,19 @@ func TestMergeFollow(t *testing.T) {
 		}
 		want := once(t, a[0], a[1], b[1])
 		if diff := cmp.Diff(want, f.stdout.lines()); diff != "" {
+			t.Errorf("reports (-one-shot merge +follow):\n%s", diff)
+		}
+	})
+
+	t.Run("while replay writes", func(t *testing.T) {
+		d := newDir(t)
+		f := follow(t, d, "--hosts", "hA", "--timeout", "1h", "--poll", "1ms")
+		mustRunInProcess(t, append([]string{"replay", "--format", "jsonl", "--host", "hA", "--state-out", d, parts[0]}, mergeRates...)...)
+		waitFor(t, "3 windows", func() bool { return len(f.stdout.lines()) == 3 })
+		if code := f.stop(); code != 0 {
+			t.Fatalf("exit status %d after cancel: %s", code, f.stderr.String())
+		}
+		if diff := cmp.Diff(once(t, a...), f.stdout.lines()); diff != "" {
 			t.Errorf("reports (-one-shot merge +follow):\n%s", diff)
 		}
 	})
