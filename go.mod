@@ -3,13 +3,16 @@ module github.com/rocescope/rocescope
 go 1.26.0
 
 require (
-	github.com/axiomhq/hyperloglog v0.3.0 // indirect
-	github.com/cilium/ebpf v0.22.0 // indirect
+	github.com/axiomhq/hyperloglog v0.3.0
+	github.com/cilium/ebpf v0.22.0
+	github.com/google/go-cmp v0.7.0
+	github.com/google/gopacket v1.1.19
+	github.com/spf13/pflag v1.0.10
+	golang.org/x/sys v0.49.0
+	gopkg.in/yaml.v3 v3.0.1
+)
+
+require (
 	github.com/dgryski/go-metro v0.0.0-20250106013310-edb8663e5e33 // indirect
-	github.com/google/go-cmp v0.7.0 // indirect
-	github.com/google/gopacket v1.1.19 // indirect
 	github.com/kamstrup/intmap v0.5.2 // indirect
-	github.com/spf13/pflag v1.0.10 // indirect
-	golang.org/x/sys v0.49.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
