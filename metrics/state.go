@@ -276,14 +276,12 @@ func (r *stateReader) addr() decode.Addr {
 	return addrFrom(kind, [16]byte(x))
 }
 
-// UnmarshalBinary decodes a state written by AppendBinary into w, which
-// gets sketches of the state's configuration. It checks the magic, the
-// version and the checksum before anything else, and rejects trailing
-// bytes. On error w is left unchanged.
-// UnmarshalBinary decodes a state written by [Window.AppendBinary] into w.
-// It checks the magic, version and checksum, bounds every count by the bytes
-// left, rejects unknown counters and trailing bytes, and on any error
-// returns one wrapping [ErrState] and leaves w unchanged.
+// UnmarshalBinary decodes a state written by [Window.AppendBinary] into w,
+// which gets sketches of the state's configuration. It checks the magic,
+// version and checksum before anything else, bounds every count by the
+// bytes left, rejects unknown counters, unsorted or repeated hosts and
+// trailing bytes, and on any error returns one wrapping [ErrState] and
+// leaves w unchanged.
 func (w *Window) UnmarshalBinary(data []byte) error {
 	const minLen = len(stateMagic) + 1 + 4
 	if len(data) < minLen {
@@ -309,8 +307,11 @@ func (w *Window) UnmarshalBinary(data []byte) error {
 	for range r.count(1) {
 		x.Hosts = append(x.Hosts, r.string())
 	}
-	if !slices.IsSorted(x.Hosts) {
-		r.fail("hosts are not sorted")
+	for i := 1; i < len(x.Hosts); i++ {
+		if x.Hosts[i-1] >= x.Hosts[i] {
+			r.fail("hosts are not sorted and distinct")
+			break
+		}
 	}
 	x.sketchConfig.Seed = r.u64()
 	for _, p := range []*int{&x.sketchConfig.DistinctBits, &x.sketchConfig.CMDepth, &x.sketchConfig.CMWidth, &x.sketchConfig.TopKSize} {
