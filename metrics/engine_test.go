@@ -360,3 +360,56 @@ func TestReportJSONContract(t *testing.T) {
 		t.Errorf("window 1 jitter = %v, want the flow toward QP 0x200", jit)
 	}
 }
+
+// idleSource delivers one frame, then nothing for a while (empty batches, as
+// a live source does), then a frame stamped just after the first one.
+type idleSource struct {
+	frames []capture.Frame
+	step   int
+	idle   time.Duration
+}
+
+func (s *idleSource) Next(b *capture.Batch) error {
+	b.Frames = b.Frames[:0]
+	s.step++
+	switch {
+	case s.step == 1:
+		b.Frames = append(b.Frames, s.frames[0])
+	case s.step == 2:
+		time.Sleep(s.idle)
+	case s.step == 3:
+		b.Frames = append(b.Frames, s.frames[1])
+	default:
+		return io.EOF
+	}
+	return nil
+}
+
+func (s *idleSource) Stats() capture.Stats { return capture.Stats{} }
+func (s *idleSource) Close() error         { return nil }
+
+// TestEngineLiveFrameInClosedWindow: after an idle gap in a live capture
+// closed every window by the clock, a frame stamped in a closed window is
+// counted late in the first window still open, not lost and no crash.
+func TestEngineLiveFrameInClosedWindow(t *testing.T) {
+	tr := makeTestTrace()
+	now := time.Now().UnixNano()
+	f0, f1 := tr.frames[0], tr.frames[1]
+	f0.Time, f1.Time = now, now+1
+	for _, workers := range []int{1, 2} {
+		src := &idleSource{frames: []capture.Frame{f0, f1}, idle: 60 * time.Millisecond}
+		wins := runEngine(t, &Config{Workers: workers, Host: "h", Live: true, Window: 10 * time.Millisecond}, src)
+		var total Counters
+		for _, w := range wins {
+			total.Add(&w.Counters)
+		}
+		if total[Packets] != 2 || total[LatePackets] != 1 || total[RoCEPackets] != 2 {
+			t.Errorf("%d workers: packets %d, late %d, roce %d; want 2, 1, 2", workers, total[Packets], total[LatePackets], total[RoCEPackets])
+		}
+		for i := 1; i < len(wins); i++ {
+			if wins[i].Start <= wins[i-1].Start {
+				t.Errorf("%d workers: windows out of order: %d after %d", workers, wins[i].Start, wins[i-1].Start)
+			}
+		}
+	}
+}

@@ -18,16 +18,17 @@ type readerWindow struct {
 // events. Window closing is decided here, by frame time, so that it depends
 // only on the order of the input and not on the number of workers.
 type reader struct {
-	dec      decode.Decoder
-	pkt      decode.Packet
-	ev       event
-	seed     uint64
-	winLen   int64
-	lateness int64
-	maxT     int64
-	closeAt  int64 // maxT at which the oldest open window closes
-	high     int64 // newest window index opened
-	open     [2]*readerWindow
+	dec           decode.Decoder
+	pkt           decode.Packet
+	ev            event
+	seed          uint64
+	winLen        int64
+	lateness      int64
+	maxT          int64
+	closeAt       int64 // maxT at which the oldest open window closes
+	high          int64 // newest window index opened
+	closedThrough int64 // every window ≤ this is closed
+	open          [2]*readerWindow
 
 	dispatch func(ev *event)        // hands an event to its shard
 	closed   func(rw *readerWindow) // takes each closed window's counters
@@ -41,13 +42,14 @@ const noWindow = -1 << 62
 
 func newReader(cfg *Config) *reader {
 	return &reader{
-		dec:      decode.Decoder{RoCEPort: cfg.RoCEPort},
-		seed:     cfg.Seed,
-		winLen:   int64(cfg.Window),
-		lateness: int64(cfg.Lateness),
-		maxT:     noWindow,
-		closeAt:  -noWindow,
-		high:     noWindow,
+		dec:           decode.Decoder{RoCEPort: cfg.RoCEPort},
+		seed:          cfg.Seed,
+		winLen:        int64(cfg.Window),
+		lateness:      int64(cfg.Lateness),
+		maxT:          noWindow,
+		closeAt:       -noWindow,
+		high:          noWindow,
+		closedThrough: noWindow,
 	}
 }
 
@@ -219,6 +221,14 @@ var opFlags = func() (t [256]uint16) {
 // than every open window, the oldest open one when w is older (a late
 // frame, counted as such).
 func (r *reader) window(w int64) *readerWindow {
+	if w <= r.closedThrough {
+		// The window is closed already: a live capture's clock passed
+		// it, or the frame is older than the allowed lateness. Count it
+		// late in the first window not closed, which may be new.
+		rw := r.window(r.closedThrough + 1)
+		rw.counters[LatePackets]++
+		return rw
+	}
 	if w > r.high {
 		rw := &readerWindow{index: w}
 		r.open[w&1] = rw
@@ -231,6 +241,8 @@ func (r *reader) window(w int64) *readerWindow {
 	if rw := r.open[w&1]; rw != nil && rw.index == w {
 		return rw
 	}
+	// A window not closed yet that had no frame while a newer one
+	// opened: the newest window is open, so oldest is not nil.
 	rw := r.oldest()
 	rw.counters[LatePackets]++
 	return rw
@@ -274,5 +286,6 @@ func (r *reader) closeThrough(through int64) {
 		}
 		r.closed(rw)
 	}
+	r.closedThrough = max(r.closedThrough, through)
 	r.mark(through)
 }
