@@ -120,7 +120,7 @@ func (g *Group) Close() error {
 
 // Describe says how the group captures, such as "AF_PACKET TPACKET_V3 on
 // eth1, 2 sockets, fanout hash, filter roce, ring 32 x 4096 KiB per socket".
-func (g *Group) Describe() string { return g.set.describe(g.iface) }
+func (g *Group) Describe() string { return g.set.describe() }
 
 // open opens socket number port of a group. The socket drops everything
 // until it has joined the fanout group, so that no frame reaches two
@@ -293,7 +293,10 @@ func (s *Source) wait() error {
 	case err != nil:
 		return &OpError{Op: "poll", Iface: s.iface, Socket: int(s.port), Err: err}
 	case s.pfd[0].Revents&unix.POLLERR != 0:
-		if serr, err := unix.GetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_ERROR); err != nil || serr != 0 {
+		// A link that went down (ENETDOWN) is not the end of a capture:
+		// the ring stays and frames resume when the link comes back.
+		serr, err := unix.GetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		if err != nil || serr != 0 && unix.Errno(serr) != unix.ENETDOWN {
 			return &OpError{Op: "poll", Iface: s.iface, Socket: int(s.port), Err: errors.Join(err, unix.Errno(serr))}
 		}
 	}

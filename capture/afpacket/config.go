@@ -119,8 +119,9 @@ func validate(cfg *Config, pageSize int) (settings, error) {
 	return s, nil
 }
 
-// describe is the text of Group.Describe for an interface opened with s.
-func (s *settings) describe(iface string) string {
+// describe is the text of Group.Describe for an interface opened with s;
+// like the other capture modes', it does not name the interface.
+func (s *settings) describe() string {
 	filter := "roce"
 	if s.All {
 		filter = "none (all frames)"
@@ -133,6 +134,6 @@ func (s *settings) describe(iface string) string {
 	if s.Sockets > 1 {
 		fanout = ", fanout " + s.Fanout
 	}
-	return fmt.Sprintf("AF_PACKET TPACKET_V3 on %s, %d socket%s%s, filter %s, ring %d x %d KiB per socket",
-		iface, s.Sockets, plural, fanout, filter, s.NumBlocks, s.BlockSize>>10)
+	return fmt.Sprintf("AF_PACKET TPACKET_V3, %d socket%s%s, filter %s, ring %d x %d KiB per socket",
+		s.Sockets, plural, fanout, filter, s.NumBlocks, s.BlockSize>>10)
 }

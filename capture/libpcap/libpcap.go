@@ -165,8 +165,8 @@ func Open(iface string, cfg *Config) (*Group, error) {
 	}
 	return &Group{
 		src: &Source{iface: iface, link: link, h: h, arena: make([]byte, max(minArena, 2*c.SnapLen))},
-		describe: fmt.Sprintf("libpcap %s on %s, link type %s, filter %s",
-			pcap.Version(), iface, pcap.DatalinkValToName(int(link)), filter),
+		describe: fmt.Sprintf("libpcap %s, link type %s, filter %s",
+			pcap.Version(), pcap.DatalinkValToName(int(link)), filter),
 	}, nil
 }
 

@@ -658,9 +658,6 @@ func TestCaptureLive(t *testing.T) {
 			sent = newTraffic(t, tr.frames[:len(tr.frames)/6])
 		}
 		t.Run(name, func(t *testing.T) {
-			if r.flap && r.mode == "afpacket" {
-				t.Skip("known bug: capture/afpacket ends the capture with \"poll: network is down\" when the link goes down (AF_XDP and libpcap keep capturing)")
-			}
 			attached := captureChecked(t, r, sent)
 			if r.mode == "auto" && !strings.Contains(attached, "AF_XDP") {
 				t.Errorf("--mode auto attached with %q, want AF_XDP", attached)
