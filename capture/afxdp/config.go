@@ -20,11 +20,13 @@ type Config struct {
 	// from 2048 to the page size. Default 4096.
 	FrameSize int
 	// NumFrames is the number of UMEM frames per queue, a power of two.
-	// Default 4096. The fill ring has this many entries, so every frame
-	// the caller does not hold is always available to the kernel.
+	// Default 16384 (64 MiB of UMEM with 4 KiB frames). The fill ring has
+	// this many entries, so every frame the caller does not hold is always
+	// available to the kernel.
 	NumFrames int
 	// RingSize is the number of entries in the RX ring, a power of two.
-	// Default 2048.
+	// Default 8192: room for a stall of 0.4 ms at 20 Mpps on the queue,
+	// or of 0.3 s at the 30 k frames/s of the live tests on a busy host.
 	RingSize int
 	// Mode is how the XDP program is attached: "driver" (native),
 	// "generic" (skb) or "auto" (driver, else generic). Default "auto".
@@ -44,8 +46,8 @@ type Counters struct {
 // Defaults of Config.
 const (
 	DefaultFrameSize = 4096
-	DefaultNumFrames = 4096
-	DefaultRingSize  = 2048
+	DefaultNumFrames = 16384
+	DefaultRingSize  = 8192
 )
 
 // withDefaults returns a copy of c with zero fields set to their defaults,

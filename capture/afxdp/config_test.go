@@ -11,7 +11,7 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("nil config: %v", err)
 	}
-	want := Config{FrameSize: 4096, NumFrames: 4096, RingSize: 2048, Mode: "auto", ZeroCopy: "auto"}
+	want := Config{FrameSize: 4096, NumFrames: 16384, RingSize: 8192, Mode: "auto", ZeroCopy: "auto"}
 	if got.FrameSize != want.FrameSize || got.NumFrames != want.NumFrames || got.RingSize != want.RingSize ||
 		got.Mode != want.Mode || got.ZeroCopy != want.ZeroCopy || got.All || len(got.Queues) != 0 {
 		t.Errorf("defaults = %+v, want %+v", got, want)
