@@ -265,26 +265,7 @@ func TestCloseUnblocksNextLive(t *testing.T) {
 		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { g.Close() })
-	src := g.Sources()[0]
-	started := make(chan struct{})
-	errc := make(chan error, 1)
-	go func() {
-		b := capture.NewBatch(8)
-		close(started)
-		for {
-			if err := src.Next(b); err != nil {
-				errc <- err
-				return
-			}
-		}
-	}()
-	<-started
-	if err := src.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	if err := <-errc; !errors.Is(err, os.ErrClosed) {
-		t.Fatalf("Next after Close = %v, want os.ErrClosed", err)
-	}
+	netnstest.CheckCloseUnblocks(t, g.Sources()[0], g.Sources()[0].Close)
 	if err := g.Close(); err != nil {
 		t.Fatalf("Group.Close after Socket.Close: %v", err)
 	}

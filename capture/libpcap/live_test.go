@@ -4,8 +4,6 @@ package libpcap
 
 import (
 	"bytes"
-	"errors"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -190,28 +188,7 @@ func TestCloseLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := g.Sources()[0]
-	b := capture.NewBatch(8)
-	if err := src.Next(b); err != nil || len(b.Frames) != 0 {
-		t.Fatalf("Next on a quiet interface: %d frames, %v", len(b.Frames), err)
-	}
-	done := make(chan error)
-	go func() {
-		for {
-			if err := src.Next(b); err != nil {
-				done <- err
-				return
-			}
-		}
-	}()
-	if err := g.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; !errors.Is(err, os.ErrClosed) {
-		t.Errorf("Next during Close: %v, want os.ErrClosed", err)
-	}
-	if err := g.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
-	}
+	netnstest.CheckCloseUnblocks(t, src, g.Close)
 	_ = src.Stats()
 }
 
