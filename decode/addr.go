@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"strconv"
 )
@@ -63,6 +64,12 @@ func (a Addr) IsValid() bool { return a.kind != AddrNone }
 // As16 returns the 16 address bytes: IPv4-mapped for IPv4, the GID for GIDs,
 // the LID in the last two bytes for LIDs.
 func (a Addr) As16() [16]byte { return a.b }
+
+// Words returns the 16 bytes of As16 as two little-endian 64-bit words,
+// bytes 0-7 and 8-15, read in place: a hash over the address needs no copy.
+func (a *Addr) Words() (lo, hi uint64) {
+	return binary.LittleEndian.Uint64(a.b[0:8]), binary.LittleEndian.Uint64(a.b[8:16])
+}
 
 // LID returns the LID of an AddrLID address, and 0 for other kinds.
 func (a Addr) LID() uint16 {

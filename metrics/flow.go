@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"encoding/binary"
+	"math/bits"
 
 	"github.com/rocescope/rocescope/decode"
 	"github.com/rocescope/rocescope/sketch"
@@ -56,10 +57,15 @@ func addrFrom(kind decode.AddrKind, b [16]byte) decode.Addr {
 	return decode.Addr{}
 }
 
-// hash returns the flow hash every sketch and the QP table use.
-func (k FlowKey) hash(seed uint64) uint64 {
-	var buf [flowKeyLen]byte
-	return sketch.Hash(seed, k.appendBinary(buf[:0]))
+// hash returns the flow hash every sketch and the QP table use:
+// sketch.Hash of the binary form, computed from the key's words in place.
+func (k *FlowKey) hash(seed uint64) uint64 {
+	s0, s1 := k.Src.Words()
+	d0, d1 := k.Dst.Words()
+	// Bytes 32-37 of the binary form: the two kinds, then the QP
+	// big-endian.
+	t := uint64(k.Src.Kind()) | uint64(k.Dst.Kind())<<8 | uint64(bits.ReverseBytes32(k.DQP))<<16
+	return sketch.Hash38(seed, s0, s1, d0, d1, t)
 }
 
 // Reverse returns the key of the opposite direction for the given

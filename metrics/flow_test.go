@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/sketch"
 )
 
 func TestFlowKeyBinaryRoundTrip(t *testing.T) {
@@ -118,6 +119,23 @@ func TestCompareKeysIsBinaryOrder(t *testing.T) {
 			want := bytes.Compare(a.appendBinary(nil), b.appendBinary(nil))
 			if got := compareKeys(a, b); got != want {
 				t.Errorf("compareKeys(%v, %v) = %d, want %d", a, b, got, want)
+			}
+		}
+	}
+}
+
+// TestFlowKeyHashIsHashOfBinary checks that the in-place flow hash equals
+// sketch.Hash of the key's binary form, which serialized sketches depend on.
+func TestFlowKeyHashIsHashOfBinary(t *testing.T) {
+	keys := []FlowKey{
+		{}, testKey(1), testKey(0xfffe),
+		{Src: decode.AddrFrom16([16]byte{0xfd, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}), Dst: decode.AddrFrom16([16]byte{0xfe, 15: 0x80}), DQP: 0xabcdef},
+		{Src: decode.AddrFromGID([16]byte{0xfe, 0x80, 15: 9}), Dst: decode.AddrFromLID(0x1234), DQP: 0x800001},
+	}
+	for _, k := range keys {
+		for _, seed := range []uint64{0, 1, sketch.DefaultSeed} {
+			if got, want := k.hash(seed), sketch.Hash(seed, k.appendBinary(nil)); got != want {
+				t.Errorf("hash(%v, %#x) = %#x, sketch.Hash of the binary form = %#x", k, seed, got, want)
 			}
 		}
 	}

@@ -76,6 +76,20 @@ func Hash(seed uint64, b []byte) uint64 {
 	return mix(mix(x^hc1, y^s)^hc2, uint64(n)^hc3)
 }
 
+// Hash38 returns Hash(seed, b) for a 38-byte b given as words, without b
+// in memory: a0, a1, b0 and b1 are the little-endian words at bytes 0, 8,
+// 16 and 24, and the low 48 bits of t are bytes 32-37, little-endian. It
+// serves keys of two 16-byte addresses and 6 more bytes, such as
+// rocescope's flow keys, whose bytes would otherwise be copied into an
+// array on every packet.
+func Hash38(seed, a0, a1, b0, b1, t uint64) uint64 {
+	s := seed ^ hc0
+	s = mix(a0^hc1, a1^s) ^ mix(b0^hc2, b1^s)
+	x := b0>>48 | b1<<16 // bytes 22-29
+	y := b1>>48 | t<<16  // bytes 30-37
+	return mix(mix(x^hc1, y^s)^hc2, 38^hc3)
+}
+
 // mix folds the 128-bit product of a and b into 64 bits.
 func mix(a, b uint64) uint64 {
 	hi, lo := bits.Mul64(a, b)

@@ -181,3 +181,25 @@ func BenchmarkHash(b *testing.B) {
 		})
 	}
 }
+
+// TestHash38MatchesHash checks the word form against Hash over the bytes.
+func TestHash38MatchesHash(t *testing.T) {
+	rng := rand.New(rand.NewPCG(38, 38))
+	var b [38]byte
+	for i := range 10000 {
+		for j := range b {
+			b[j] = byte(rng.Uint32())
+		}
+		if i%3 == 0 {
+			clear(b[:12]) // IPv4-mapped addresses start with zeros
+		}
+		seed := rng.Uint64()
+		le := binary.LittleEndian.Uint64
+		var tail [8]byte
+		copy(tail[:], b[32:])
+		got := Hash38(seed, le(b[0:]), le(b[8:]), le(b[16:]), le(b[24:]), le(tail[:]))
+		if want := Hash(seed, b[:]); got != want {
+			t.Fatalf("Hash38 of %x = %#x, Hash = %#x", b, got, want)
+		}
+	}
+}
