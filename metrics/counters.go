@@ -32,6 +32,7 @@ const (
 	PauseFrames                         // 802.3x pause frames
 	PauseQuanta                         // pause quanta of 802.3x frames
 	KernelDrops                         // frames the capture path lost (live capture)
+	SourceErrors                        // records or frames the source skipped as damaged (replay --keep-going, bad ring entries)
 	Evictions                           // idle flows evicted from the QP table
 	UntrackedPackets                    // RoCE frames of flows the full QP table could not hold
 	ReadLatencyUnmatched                // READ requests whose response was not seen
@@ -83,6 +84,7 @@ var counterNames = [numScalar]string{
 	PauseFrames:          "pause_frames",
 	PauseQuanta:          "pause_quanta",
 	KernelDrops:          "kernel_drops",
+	SourceErrors:         "source_errors",
 	Evictions:            "evictions",
 	UntrackedPackets:     "untracked_packets",
 	ReadLatencyUnmatched: "read_latency_unmatched",

@@ -85,8 +85,18 @@ func (e *Engine) Run(ctx context.Context, sources []capture.Source, emit func(*W
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
+		// Each reader stops at its next batch once inner is done, and
+		// live sources return at least every 100 ms. Only a reader still
+		// blocked after closeGrace (a pipe that stays silent) gets its
+		// source closed under it: a Close may unmap the memory the
+		// frames of a batch being decoded live in.
 		select {
 		case <-inner.Done():
+		case <-done:
+			return
+		}
+		select {
+		case <-time.After(closeGrace):
 			for _, s := range sources {
 				s.Close() // unblocks Next; the reader then ends normally
 			}
@@ -95,9 +105,9 @@ func (e *Engine) Run(ctx context.Context, sources []capture.Source, emit func(*W
 	}()
 	var err error
 	if e.cfg.Workers == 1 && len(sources) == 1 {
-		err = e.runInline(sources[0], emit)
+		err = e.runInline(inner, sources[0], emit, cancel)
 	} else {
-		err = e.runPool(sources, emit, cancel)
+		err = e.runPool(inner, sources, emit, cancel)
 	}
 	if err == nil {
 		err = ctx.Err()
@@ -105,8 +115,12 @@ func (e *Engine) Run(ctx context.Context, sources []capture.Source, emit func(*W
 	return err
 }
 
+// closeGrace is how long Run waits after its context is done before it
+// closes the sources of readers that have not stopped.
+const closeGrace = time.Second
+
 // runInline runs one reader, one shard and the collector on this goroutine.
-func (e *Engine) runInline(src capture.Source, emit func(*Window) error) error {
+func (e *Engine) runInline(ctx context.Context, src capture.Source, emit func(*Window) error, cancel context.CancelFunc) error {
 	coll := newCollector(&e.cfg, e.pool, 1, 1, emit)
 	sh := newShard(&e.cfg, e.cfg.TableSize, e.freshWindow, coll.shardWindow)
 	r := newReader(&e.cfg)
@@ -116,6 +130,9 @@ func (e *Engine) runInline(src capture.Source, emit func(*Window) error) error {
 	flush := func() {
 		sh.handleBatch(evs)
 		evs = evs[:0]
+		if coll.err != nil {
+			cancel() // the output failed: stop reading
+		}
 	}
 	r.dispatch = func(ev *event) {
 		if evs = append(evs, *ev); len(evs) == batchSize {
@@ -129,7 +146,7 @@ func (e *Engine) runInline(src capture.Source, emit func(*Window) error) error {
 		coll.shardMark(0, through)
 		coll.readerMark(0, through)
 	}
-	err := e.read(src, r, flush)
+	err := e.read(ctx, src, r, flush)
 	flush()
 	r.closeThrough(allWindows)
 	return errors.Join(err, coll.err)
@@ -148,12 +165,13 @@ func (e *Engine) freshWindow(w int64) *Window {
 
 // read feeds the frames of src to r until src ends. flush, when not nil,
 // is called after each batch (live capture hands events on at once).
-func (e *Engine) read(src capture.Source, r *reader, flush func()) error {
+func (e *Engine) read(ctx context.Context, src capture.Source, r *reader, flush func()) error {
 	b := capture.NewBatch(batchSize)
-	if e.cfg.Live {
-		r.drops = func() uint64 { return src.Stats().Dropped }
-	}
+	r.stats = src.Stats
 	for {
+		if ctx.Err() != nil {
+			return nil // Run reports ctx.Err()
+		}
 		err := src.Next(b)
 		for i := range b.Frames {
 			r.frame(&b.Frames[i])
@@ -188,7 +206,7 @@ type msg struct {
 
 // runPool runs a reader goroutine per source, a worker per shard and the
 // collector on this goroutine.
-func (e *Engine) runPool(sources []capture.Source, emit func(*Window) error, cancel context.CancelFunc) error {
+func (e *Engine) runPool(ctx context.Context, sources []capture.Source, emit func(*Window) error, cancel context.CancelFunc) error {
 	n := e.cfg.Workers
 	msgs := make(chan msg, 64)
 	coll := newCollector(&e.cfg, e.pool, len(sources), n, emit)
@@ -275,7 +293,7 @@ func (e *Engine) runPool(sources []capture.Source, emit func(*Window) error, can
 					}
 				}
 			}
-			if errs[i] = e.read(src, r, flush); errs[i] != nil {
+			if errs[i] = e.read(ctx, src, r, flush); errs[i] != nil {
 				cancel()
 			}
 			r.closeThrough(allWindows)

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"io"
+	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -410,6 +413,100 @@ func TestEngineLiveFrameInClosedWindow(t *testing.T) {
 			if wins[i].Start <= wins[i-1].Start {
 				t.Errorf("%d workers: windows out of order: %d after %d", workers, wins[i].Start, wins[i-1].Start)
 			}
+		}
+	}
+}
+
+// endlessSource delivers the same frames forever, like a busy live link. It
+// records a Close that comes while the frames of its last batch are still
+// lent to the caller: on a mapped file or a ring that frees their memory.
+type endlessSource struct {
+	frames   []capture.Frame
+	t        int64
+	lent     atomic.Bool
+	unsafe   atomic.Bool
+	closed   atomic.Bool
+	batches  atomic.Int64
+	blocking bool // Next blocks until Close, like a silent pipe
+}
+
+func (s *endlessSource) Next(b *capture.Batch) error {
+	s.lent.Store(false)
+	b.Frames = b.Frames[:0]
+	if s.blocking {
+		for !s.closed.Load() {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if s.closed.Load() {
+		return os.ErrClosed
+	}
+	for len(b.Frames) < cap(b.Frames) {
+		f := s.frames[len(b.Frames)%len(s.frames)]
+		s.t += 1000
+		f.Time = s.t
+		b.Frames = append(b.Frames, f)
+	}
+	s.batches.Add(1)
+	s.lent.Store(true)
+	return nil
+}
+
+func (s *endlessSource) Stats() capture.Stats { return capture.Stats{} }
+func (s *endlessSource) Close() error {
+	if s.lent.Load() {
+		s.unsafe.Store(true)
+	}
+	s.closed.Store(true)
+	return nil
+}
+
+// TestEngineStopsWithoutClosingUnderTheReader cancels runs over busy and
+// silent sources: Run returns context.Canceled, never closes a source
+// whose frames are being decoded, and closes a blocked one after the grace.
+func TestEngineStopsWithoutClosingUnderTheReader(t *testing.T) {
+	for _, workers := range []int{1, 2} {
+		src := &endlessSource{frames: makeTestTrace().frames, t: testEpoch}
+		e, err := New(&Config{Workers: workers, Host: "h"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		err = e.Run(ctx, []capture.Source{src}, func(*Window) error { return nil })
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%d workers: Run = %v, want the context's error", workers, err)
+		}
+		if src.unsafe.Load() || src.closed.Load() {
+			t.Errorf("%d workers: the busy source was closed by Run (while lent: %v)", workers, src.unsafe.Load())
+		}
+		blocked := &endlessSource{frames: src.frames, t: testEpoch, blocking: true}
+		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Millisecond)
+		start := time.Now()
+		err = e.Run(ctx, []capture.Source{blocked}, func(*Window) error { return nil })
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || !blocked.closed.Load() || time.Since(start) > 10*closeGrace {
+			t.Errorf("%d workers: blocked source: Run = %v after %v, closed %v", workers, err, time.Since(start), blocked.closed.Load())
+		}
+	}
+}
+
+// TestEngineStopsWhenEmitFails: after the output fails, the engine stops
+// reading soon, with one worker as with several.
+func TestEngineStopsWhenEmitFails(t *testing.T) {
+	for _, workers := range []int{1, 2} {
+		src := &endlessSource{frames: makeTestTrace().frames, t: testEpoch}
+		e, err := New(&Config{Workers: workers, Host: "h", Window: time.Millisecond, Lateness: time.Microsecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		full := errors.New("disk full")
+		err = e.Run(context.Background(), []capture.Source{src}, func(*Window) error { return full })
+		if !errors.Is(err, full) {
+			t.Errorf("%d workers: Run = %v, want the emit error", workers, err)
+		}
+		if n := src.batches.Load(); n > 1000 {
+			t.Errorf("%d workers: read %d batches after the output failed", workers, n)
 		}
 	}
 }

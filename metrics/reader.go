@@ -33,8 +33,8 @@ type reader struct {
 	dispatch func(ev *event)        // hands an event to its shard
 	closed   func(rw *readerWindow) // takes each closed window's counters
 	mark     func(through int64)    // tells the shards and the collector that windows ≤ through are closed
-	drops    func() uint64          // total frames the source lost so far, or nil
-	lastDrop uint64
+	stats    func() capture.Stats   // the source's running totals, or nil
+	last     capture.Stats          // the totals at the last window close
 }
 
 // noWindow is below every window index.
@@ -279,13 +279,23 @@ func (r *reader) closeThrough(through int64) {
 			break
 		}
 		r.open[rw.index&1] = nil
-		if r.drops != nil {
-			d := r.drops()
-			rw.counters[KernelDrops] += d - r.lastDrop
-			r.lastDrop = d
+		if r.stats != nil {
+			st := r.stats()
+			rw.counters[KernelDrops] += since(st.Dropped, r.last.Dropped)
+			rw.counters[SourceErrors] += since(st.Errors, r.last.Errors)
+			r.last = st
 		}
 		r.closed(rw)
 	}
 	r.closedThrough = max(r.closedThrough, through)
 	r.mark(through)
+}
+
+// since returns how much a running total grew from last to now; a total
+// that went down was reset (or wrapped), and all of now is new.
+func since(now, last uint64) uint64 {
+	if now < last {
+		return now
+	}
+	return now - last
 }

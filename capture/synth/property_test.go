@@ -413,8 +413,8 @@ func TestSourceContract(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := src.Next(b); !errors.Is(err, os.ErrClosed) {
-		t.Errorf("Next after Close = %v", err)
+	if err := src.Next(b); !errors.Is(err, os.ErrClosed) || len(b.Frames) != 0 {
+		t.Errorf("Next after Close = %v with %d frames, want os.ErrClosed and none", err, len(b.Frames))
 	}
 }
 

@@ -208,10 +208,10 @@ func udpSourcePort(fl uint32) uint16 {
 // after the last one. The frames' bytes stay valid until the next call to
 // Next or Close.
 func (s *Source) Next(b *capture.Batch) error {
+	b.Frames = b.Frames[:0]
 	if s.closed.Load() {
 		return os.ErrClosed
 	}
-	b.Frames = b.Frames[:0]
 	if s.k >= s.cfg.Packets {
 		s.finish()
 		return io.EOF
