@@ -27,7 +27,7 @@ func NewBatch(n int) *Batch { return &Batch{Frames: make([]Frame, 0, n)} }
 type Stats struct {
 	Received uint64 // frames delivered to the caller
 	Dropped  uint64 // frames lost before delivery (kernel, ring, XDP), all reasons
-	Errors   uint64 // records skipped after a counted read error (--keep-going)
+	Errors   uint64 // records or frames skipped as damaged (file records with --keep-going, bad ring entries), or failed statistics reads
 }
 
 // Source delivers captured frames in batches.

@@ -3,6 +3,7 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"time"
 
@@ -16,7 +17,7 @@ type Config struct {
 	Host         string        // name written into reports and states; default os.Hostname
 	Window       time.Duration // window length; default 1s
 	Lateness     time.Duration // how long a window stays open after its end; default Window/10, at most Window
-	Workers      int           // worker goroutines; default runtime.NumCPU(); 1 runs everything on the reader
+	Workers      int           // worker goroutines; default runtime.NumCPU(); 1 with one source runs everything on the reader
 	TableSize    int           // QP table capacity in flows, over all workers; default 1<<20
 	Top          int           // flows in a report's top list; default 20
 	ElephantRate float64       // bits/s at or above which a flow is an elephant; default 1 Gb/s
@@ -92,8 +93,8 @@ func (c *Config) withDefaults() (Config, error) {
 	if d.JitterRate == 0 {
 		d.JitterRate = DefaultJitterRate
 	}
-	if d.ElephantRate < 0 || d.JitterRate < 0 {
-		return d, fmt.Errorf("metrics: elephant and jitter rates must be positive: %w", ErrConfig)
+	if !(d.ElephantRate >= 0 && d.JitterRate >= 0) || math.IsInf(d.ElephantRate, 0) || math.IsInf(d.JitterRate, 0) {
+		return d, fmt.Errorf("metrics: elephant and jitter rates must be finite and not negative: %w", ErrConfig)
 	}
 	if d.RoCEPort == 0 {
 		d.RoCEPort = DefaultRoCEPort

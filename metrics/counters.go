@@ -44,17 +44,12 @@ const numScalar = int(numScalarCounter)
 
 // Counter sections: arrays of counters indexed by a code.
 const (
-	opcodeBase    = numScalar              // 256 counters: packets per BTH opcode
-	pfcFrameBase  = opcodeBase + 256       // 8: PFC frames enabling each priority
-	pfcQuantaBase = pfcFrameBase + 8       // 8: PFC pause quanta per priority
-	nakCodeBase   = pfcQuantaBase + 8      // 32: NAKs per NAK code
-	errorBase     = nakCodeBase + 32       // 256: frames per decode error code
-	numCounters   = errorBase + 256        // size of Counters
-	opcodeCounter = Counter(opcodeBase)    // first opcode counter
-	errorCounter  = Counter(errorBase)     // first decode error counter
-	nakCounter    = Counter(nakCodeBase)   // first NAK code counter
-	pfcFrames     = Counter(pfcFrameBase)  // first PFC frame counter
-	pfcQuanta     = Counter(pfcQuantaBase) // first PFC quanta counter
+	opcodeBase    = numScalar         // 256 counters: packets per BTH opcode
+	pfcFrameBase  = opcodeBase + 256  // 8: PFC frames enabling each priority
+	pfcQuantaBase = pfcFrameBase + 8  // 8: PFC pause quanta per priority
+	nakCodeBase   = pfcQuantaBase + 8 // 32: NAKs per NAK code
+	errorBase     = nakCodeBase + 32  // 256: frames per decode error code
+	numCounters   = errorBase + 256   // size of Counters
 )
 
 // counterNames are the report keys of the scalar counters.

@@ -104,6 +104,15 @@ type testTrace struct {
 
 const testEpoch = int64(1_700_000_000) * int64(time.Second)
 
+// The first counter of each counter section, for the expectations below.
+const (
+	opcodeCounter = Counter(opcodeBase)
+	errorCounter  = Counter(errorBase)
+	nakCounter    = Counter(nakCodeBase)
+	pfcFrames     = Counter(pfcFrameBase)
+	pfcQuanta     = Counter(pfcQuantaBase)
+)
+
 func makeTestTrace() *testTrace {
 	a, b := [4]byte{10, 0, 0, 1}, [4]byte{10, 0, 0, 2}
 	c, d := [4]byte{10, 0, 1, 1}, [4]byte{10, 0, 1, 2}

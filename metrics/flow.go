@@ -68,10 +68,6 @@ func (k *FlowKey) hash(seed uint64) uint64 {
 	return sketch.Hash38(seed, s0, s1, d0, d1, t)
 }
 
-// Reverse returns the key of the opposite direction for the given
-// destination QP.
-func (k FlowKey) Reverse(dqp uint32) FlowKey { return FlowKey{Src: k.Dst, Dst: k.Src, DQP: dqp} }
-
 // connHash returns a hash that is the same for both directions of a
 // connection: the two addresses combined without order, and the UDP source
 // port, which RoCEv2 NICs derive from both QP numbers so that it is equal

@@ -22,10 +22,11 @@ type Prometheus struct {
 	mu      sync.Mutex
 	totals  Counters
 	last    *Report
-	lastAt  time.Time
 	windows uint64
-	srv     *http.Server
-	ln      net.Listener
+	// Elephant and jitter flows of the last window.
+	elephants, jitter int
+	srv               *http.Server
+	ln                net.Listener
 }
 
 // ServePrometheus listens on addr and serves /metrics until Close.
@@ -59,9 +60,8 @@ func (p *Prometheus) Update(r *Report) {
 	p.totals.Add(&r.Window.Counters)
 	p.windows++
 	p.last = &Report{Window: &Window{Start: r.Window.Start, Length: r.Window.Length}, Flows: r.Flows,
-		Elephants: make([]FlowReport, len(r.Elephants)), Jitter: make([]FlowReport, len(r.Jitter)),
 		ReadLatency: r.ReadLatency, AckLatency: r.AckLatency}
-	p.lastAt = time.Now()
+	p.elephants, p.jitter = len(r.Elephants), len(r.Jitter)
 }
 
 func (p *Prometheus) serveHTTP(w http.ResponseWriter, _ *http.Request) {
@@ -104,9 +104,9 @@ func (p *Prometheus) AppendText(b []byte) []byte {
 		metric("flows", "gauge", "Estimated distinct flows in the last window.")
 		fmt.Fprintf(buf, "rocescope_flows %s\n", strconv.FormatFloat(r.Flows.Value, 'f', 0, 64))
 		metric("elephant_flows", "gauge", "Elephant flows in the last window.")
-		fmt.Fprintf(buf, "rocescope_elephant_flows %d\n", len(r.Elephants))
+		fmt.Fprintf(buf, "rocescope_elephant_flows %d\n", p.elephants)
 		metric("jitter_flows", "gauge", "Jitter flows in the last window.")
-		fmt.Fprintf(buf, "rocescope_jitter_flows %d\n", len(r.Jitter))
+		fmt.Fprintf(buf, "rocescope_jitter_flows %d\n", p.jitter)
 		for _, l := range []struct {
 			name string
 			s    LatencySummary

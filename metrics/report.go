@@ -202,10 +202,8 @@ func (rp *Reporter) attributeCNPs(flows []FlowReport) (unattributed uint64) {
 			continue
 		}
 		// y runs B→A toward A's QP; the throttled flow runs A→B toward B's.
+		// Build has filled in the source QP from the learned pairs.
 		qb, ok := y.SQP, y.SQPKnown
-		if peer, found := rp.pairs[qpEnd{y.Key.Dst, y.Key.DQP}]; !ok && found && peer.addr == y.Key.Src {
-			qb, ok = peer.qpn, true
-		}
 		if ok {
 			fwd := FlowKey{Src: y.Key.Dst, Dst: y.Key.Src, DQP: qb}
 			if j, found := slices.BinarySearchFunc(flows, fwd, func(f FlowReport, k FlowKey) int { return compareKeys(f.Key, k) }); found {

@@ -7,7 +7,7 @@ import (
 )
 
 // event is what the reader stage hands a worker for one RoCE frame: the
-// decoded facts the per-flow state needs, without the frame (88 bytes).
+// decoded facts the per-flow state needs, without the frame (96 bytes).
 type event struct {
 	key     FlowKey
 	hash    uint64 // flow hash
@@ -75,7 +75,7 @@ const (
 
 // entry is the state of one flow in a worker's QP table: what persists
 // across windows (PSN tracking, pairing, pending requests) and where the
-// flow's records of the open windows are (232 bytes). The counters
+// flow's records of the open windows are (240 bytes). The counters
 // themselves live in the open windows' flow lists, so that closing a window
 // copies nothing and the table stays small.
 type entry struct {

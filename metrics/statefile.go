@@ -59,6 +59,9 @@ func (sw *StateWriter) Write(w *Window) error {
 	if err != nil {
 		return err
 	}
+	if len(b)-4 > maxState {
+		return fmt.Errorf("metrics: state of window %d is %d bytes, more than a state file frames (%d): %w", w.Start, len(b)-4, maxState, ErrState)
+	}
 	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
 	sw.buf = b
 	if sw.dir == "" {
@@ -120,7 +123,7 @@ func (sr *StateReader) Next(w *Window) error {
 		return io.EOF
 	}
 	if err != nil {
-		return fmt.Errorf("metrics: %s: state at offset %d: length cut after %d bytes: %w", sr.name, sr.off, n, ErrState)
+		return fmt.Errorf("metrics: %s: state at offset %d: length cut after %d bytes: %w: %w", sr.name, sr.off, n, ErrState, err)
 	}
 	size := binary.BigEndian.Uint32(hdr[:])
 	if size > maxState {
@@ -130,7 +133,7 @@ func (sr *StateReader) Next(w *Window) error {
 	// possibly damaged length announces.
 	sr.buf.Reset()
 	if n, err := io.CopyN(&sr.buf, sr.r, int64(size)); err != nil {
-		return fmt.Errorf("metrics: %s: state at offset %d: %d of %d bytes: %w", sr.name, sr.off, n, size, ErrState)
+		return fmt.Errorf("metrics: %s: state at offset %d: %d of %d bytes: %w: %w", sr.name, sr.off, n, size, ErrState, err)
 	}
 	if err := w.UnmarshalBinary(sr.buf.Bytes()); err != nil {
 		return fmt.Errorf("metrics: %s: state at offset %d: %w", sr.name, sr.off, err)
