@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/sketch"
 )
 
 // State encoding of a Window (version 1). A state is self-describing and
@@ -399,6 +400,14 @@ func (w *Window) UnmarshalBinary(data []byte) error {
 		}
 		if err := s.unmarshal(enc); err != nil {
 			r.fail("%s sketch: %v", s.name, err)
+		}
+	}
+	// The latency sketches' shape is not part of the sketch
+	// configuration: a state whose quantiles would not merge with the
+	// engine's is refused here, so that Merge never fails half-way.
+	for _, q := range []*sketch.Quantile{x.ReadLatency, x.AckLatency} {
+		if probe, err := sketch.NewQuantile(sketch.QuantileConfig{}); r.err == nil && (err != nil || probe.Merge(q) != nil) {
+			r.fail("latency sketch of another shape")
 		}
 	}
 	if r.err == nil && r.off != len(body) {

@@ -92,7 +92,7 @@ func TestParseRate(t *testing.T) {
 			t.Errorf("parseRate(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "fast", "-1", "1X"} {
+	for _, bad := range []string{"", "fast", "-1", "1X", "NaN", "Inf", "+Inf"} {
 		if _, err := parseRate(bad); err == nil {
 			t.Errorf("parseRate(%q) accepted it", bad)
 		}
