@@ -519,3 +519,51 @@ func TestEngineStopsWhenEmitFails(t *testing.T) {
 		}
 	}
 }
+
+// nowSource delivers a frame stamped with the clock, stays silent (empty
+// batches) for a while, then delivers another: a live link with a pause.
+type nowSource struct {
+	frame capture.Frame
+	idle  time.Duration
+	sent  int
+	next  time.Time
+}
+
+func (s *nowSource) Next(b *capture.Batch) error {
+	b.Frames = b.Frames[:0]
+	switch {
+	case s.sent == 2:
+		return io.EOF
+	case time.Now().Before(s.next):
+		time.Sleep(time.Millisecond)
+		return nil
+	}
+	f := s.frame
+	f.Time = time.Now().UnixNano()
+	b.Frames = append(b.Frames, f)
+	s.sent++
+	s.next = time.Now().Add(s.idle)
+	return nil
+}
+
+func (s *nowSource) Stats() capture.Stats { return capture.Stats{} }
+func (s *nowSource) Close() error         { return nil }
+
+// TestEngineLiveReportsIdleWindows: a live capture reports every window,
+// also those of a silent interval, in order and without gaps.
+func TestEngineLiveReportsIdleWindows(t *testing.T) {
+	for _, workers := range []int{1, 2} {
+		src := &nowSource{frame: makeTestTrace().frames[0], idle: 80 * time.Millisecond}
+		wins := runEngine(t, &Config{Workers: workers, Host: "h", Live: true, Window: 10 * time.Millisecond}, src)
+		var packets uint64
+		for i, w := range wins {
+			packets += w.Counters[Packets]
+			if i > 0 && w.Start != wins[i-1].Start+w.Length {
+				t.Errorf("%d workers: window %d starts at %d, the previous at %d", workers, i, w.Start, wins[i-1].Start)
+			}
+		}
+		if packets != 2 || len(wins) < 6 {
+			t.Errorf("%d workers: %d windows with %d packets; want 2 packets over at least 6 windows", workers, len(wins), packets)
+		}
+	}
+}

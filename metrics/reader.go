@@ -28,6 +28,7 @@ type reader struct {
 	closeAt       int64 // maxT at which the oldest open window closes
 	high          int64 // newest window index opened
 	closedThrough int64 // every window ≤ this is closed
+	live          bool  // windows close by the clock too: report idle ones
 	open          [2]*readerWindow
 
 	dispatch func(ev *event)        // hands an event to its shard
@@ -50,6 +51,7 @@ func newReader(cfg *Config) *reader {
 		closeAt:       -noWindow,
 		high:          noWindow,
 		closedThrough: noWindow,
+		live:          cfg.Live,
 	}
 }
 
@@ -271,24 +273,57 @@ func (r *reader) advance(t int64) {
 }
 
 // closeThrough closes every open window with index ≤ through and tells the
-// later stages.
+// later stages. In a live capture the windows since the last one closed that
+// saw no frame are reported too, empty but for the drops of their interval,
+// so that an idle link still yields a report per window (up to
+// maxIdleWindows at once; a longer silence is reported from its end).
 func (r *reader) closeThrough(through int64) {
+	// Empty windows are reported from next through last: at the end of
+	// the input (allWindows) through the newest window opened.
+	last := through
+	if through == allWindows {
+		last = r.high
+	}
+	next := last + 1
+	if r.live && r.closedThrough != noWindow {
+		next = max(r.closedThrough+1, last-maxIdleWindows+1)
+	}
 	for {
 		rw := r.oldest()
 		if rw == nil || rw.index > through {
+			rw = nil
+		}
+		end := last + 1
+		if rw != nil {
+			end = rw.index
+		}
+		for ; next < end; next++ {
+			r.closeWindow(&readerWindow{index: next})
+		}
+		if rw == nil {
 			break
 		}
 		r.open[rw.index&1] = nil
-		if r.stats != nil {
-			st := r.stats()
-			rw.counters[KernelDrops] += since(st.Dropped, r.last.Dropped)
-			rw.counters[SourceErrors] += since(st.Errors, r.last.Errors)
-			r.last = st
-		}
-		r.closed(rw)
+		r.closeWindow(rw)
+		next = max(next, rw.index+1)
 	}
 	r.closedThrough = max(r.closedThrough, through)
 	r.mark(through)
+}
+
+// maxIdleWindows bounds the empty windows one close reports.
+const maxIdleWindows = 1024
+
+// closeWindow adds what the source lost since the last close to rw and
+// hands it on.
+func (r *reader) closeWindow(rw *readerWindow) {
+	if r.stats != nil {
+		st := r.stats()
+		rw.counters[KernelDrops] += since(st.Dropped, r.last.Dropped)
+		rw.counters[SourceErrors] += since(st.Errors, r.last.Errors)
+		r.last = st
+	}
+	r.closed(rw)
 }
 
 // since returns how much a running total grew from last to now; a total
