@@ -192,6 +192,9 @@ func (s *Source) Next(b *capture.Batch) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Every frame handed out is counted, also those returned with an
+	// error or with os.ErrClosed.
+	defer func() { s.received.Add(uint64(len(b.Frames))) }()
 	s.used = 0
 	for len(b.Frames) < cap(b.Frames) {
 		if s.closed.Load() {
@@ -200,7 +203,6 @@ func (s *Source) Next(b *capture.Batch) error {
 		data, ci, err := s.h.ZeroCopyReadPacketData()
 		switch {
 		case err == pcap.NextErrorTimeoutExpired:
-			s.received.Add(uint64(len(b.Frames)))
 			return nil
 		case errors.Is(err, io.EOF) && s.closed.Load():
 			return os.ErrClosed
@@ -220,7 +222,6 @@ func (s *Source) Next(b *capture.Batch) error {
 			Link:    s.link,
 		})
 	}
-	s.received.Add(uint64(len(b.Frames)))
 	return nil
 }
 
