@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rocescope/rocescope/capture/file"
 	"github.com/rocescope/rocescope/capture/synth"
 	"github.com/rocescope/rocescope/decode"
 )
@@ -349,5 +350,19 @@ func TestDemoTraceIsReproducible(t *testing.T) {
 	code, report, stderr := runCLI(t, "replay", demo)
 	if code != 0 || len(reports(t, report)) != 3 {
 		t.Errorf("replay %s: exit %d, %s", demo, code, stderr)
+	}
+}
+
+func TestProgressText(t *testing.T) {
+	for _, c := range []struct {
+		p    file.Progress
+		want string
+	}{
+		{file.Progress{File: 1, Files: 1, Done: 50, Total: 200}, "file 1/1 25%"},
+		{file.Progress{File: 2, Files: 3, Done: 7}, "file 2/3"},
+	} {
+		if got := progressText(c.p); got != c.want {
+			t.Errorf("progressText(%+v) = %q, want %q", c.p, got, c.want)
+		}
 	}
 }

@@ -57,7 +57,7 @@ with --keep-going the damaged records are counted and the replay goes on.`,
 
 // progressText describes how far a replay got.
 func progressText(p file.Progress) string {
-	s := fmt.Sprintf("file %d/%d", p.File+1, p.Files)
+	s := fmt.Sprintf("file %d/%d", p.File, p.Files)
 	if p.Total > 0 {
 		s += fmt.Sprintf(" %.0f%%", 100*float64(p.Done)/float64(p.Total))
 	}
