@@ -3,6 +3,7 @@ package metrics
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	"github.com/rocescope/rocescope/decode"
 	"github.com/rocescope/rocescope/sketch"
@@ -64,9 +65,10 @@ type Reporter struct {
 	prev     []flowRate // previous window's flows, sorted by key
 	cur      []flowRate
 	flows    []FlowReport // the last report's flows, reused
-	pairs    map[qpEnd]qpEnd
-	cmReq    map[cmReqKey]qpEnd
+	pairs    map[qpEnd]pairing
+	cmReq    map[cmReqKey]pairing
 	maxPairs int
+	now      int64 // index of the window being built
 }
 
 // flowRate is a flow's rate in a window.
@@ -80,6 +82,17 @@ type qpEnd struct {
 	addr decode.Addr
 	qpn  uint32
 }
+
+// pairing is a learned QP end and the last window that showed it, so that
+// pairs of connections long gone can be forgotten.
+type pairing struct {
+	peer qpEnd
+	seen int64
+}
+
+// pairTTL is how long, in ns, a learned pair stays when the tables are
+// full and nothing has shown it since.
+const pairTTL = int64(10 * time.Minute)
 
 // cmReqKey finds the REQ a REP answers.
 type cmReqKey struct {
@@ -96,8 +109,8 @@ func NewReporter(cfg *Config) (*Reporter, error) {
 	return &Reporter{
 		cfg:      c,
 		prevIdx:  noWindow,
-		pairs:    make(map[qpEnd]qpEnd),
-		cmReq:    make(map[cmReqKey]qpEnd),
+		pairs:    make(map[qpEnd]pairing),
+		cmReq:    make(map[cmReqKey]pairing),
 		maxPairs: 4 * c.TableSize,
 	}, nil
 }
@@ -114,36 +127,66 @@ func (rp *Reporter) learn(w *Window) {
 	for _, m := range w.CM {
 		switch m.AttrID {
 		case cmConnectRequest:
+			if len(rp.cmReq) >= rp.maxPairs {
+				forget(rp.cmReq, rp.now-pairTTL/w.Length)
+			}
 			if len(rp.cmReq) < rp.maxPairs {
-				rp.cmReq[cmReqKey{m.Src, m.LocalCommID}] = qpEnd{m.Src, m.LocalQPN}
+				rp.cmReq[cmReqKey{m.Src, m.LocalCommID}] = pairing{qpEnd{m.Src, m.LocalQPN}, rp.now}
 			}
 		case cmConnectReply:
 			k := cmReqKey{m.Dst, m.RemoteCommID}
 			if req, ok := rp.cmReq[k]; ok {
 				delete(rp.cmReq, k)
-				rp.pair(req, qpEnd{m.Src, m.LocalQPN})
+				rp.pair(req.peer, qpEnd{m.Src, m.LocalQPN}, w.Length)
 			}
 		}
 	}
 	for i := range w.Flows {
 		f := &w.Flows[i]
 		if f.SQPKnown {
-			rp.pair(qpEnd{f.Key.Src, f.SQP}, qpEnd{f.Key.Dst, f.Key.DQP})
+			rp.pair(qpEnd{f.Key.Src, f.SQP}, qpEnd{f.Key.Dst, f.Key.DQP}, w.Length)
 		}
 	}
 }
 
-func (rp *Reporter) pair(a, b qpEnd) {
-	if len(rp.pairs) >= rp.maxPairs {
+// pair records that a and b are the two ends of a connection, replacing
+// what either was paired with before. When the table is full, pairs unseen
+// for pairTTL are forgotten first, then all but those of this window.
+func (rp *Reporter) pair(a, b qpEnd, length int64) {
+	if old, ok := rp.pairs[a]; ok && old.peer == b {
+		rp.pairs[a], rp.pairs[b] = pairing{b, rp.now}, pairing{a, rp.now} // seen again
 		return
 	}
-	rp.pairs[a], rp.pairs[b] = b, a
+	for _, e := range [2]qpEnd{a, b} {
+		if old, ok := rp.pairs[e]; ok && rp.pairs[old.peer].peer == e {
+			delete(rp.pairs, old.peer)
+		}
+	}
+	if len(rp.pairs)+2 > rp.maxPairs {
+		forget(rp.pairs, rp.now-pairTTL/length)
+	}
+	if len(rp.pairs)+2 > rp.maxPairs {
+		forget(rp.pairs, rp.now)
+	}
+	if len(rp.pairs)+2 <= rp.maxPairs {
+		rp.pairs[a], rp.pairs[b] = pairing{b, rp.now}, pairing{a, rp.now}
+	}
+}
+
+// forget deletes the entries of m last seen before window before.
+func forget[K comparable](m map[K]pairing, before int64) {
+	for k, v := range m {
+		if v.seen < before {
+			delete(m, k)
+		}
+	}
 }
 
 // Build returns the report of w, a normalized window, which must follow
 // the previously built one in time. The report's All list shares memory
 // with the reporter: it is valid until the next call of Build.
 func (rp *Reporter) Build(w *Window) *Report {
+	rp.now = w.index()
 	rp.learn(w)
 	r := &Report{Window: w, Flows: w.Distinct.Estimate()}
 	r.Exact = w.Counters[UntrackedPackets] == 0
@@ -160,8 +203,8 @@ func (rp *Reporter) Build(w *Window) *Report {
 		f := &flows[i]
 		*f = FlowReport{FlowRecord: w.Flows[i]}
 		if !f.SQPKnown {
-			if peer, ok := rp.pairs[qpEnd{f.Key.Dst, f.Key.DQP}]; ok && peer.addr == f.Key.Src {
-				f.SQP, f.SQPKnown = peer.qpn, true
+			if p, ok := rp.pairs[qpEnd{f.Key.Dst, f.Key.DQP}]; ok && p.peer.addr == f.Key.Src {
+				f.SQP, f.SQPKnown = p.peer.qpn, true
 			}
 		}
 		f.Rate = float64(f.C[FlowBytes]) * 8 / secs
