@@ -598,3 +598,40 @@ func TestReporterForgetsOldPairs(t *testing.T) {
 		t.Errorf("re-pairing left the old peer: %v", rp.pairs)
 	}
 }
+
+// TestEngineTimeJumps: one frame with a damaged far-future timestamp is
+// held in the newest window instead of closing every window before it; a
+// real jump (a capture resumed hours later) is taken after jumpConfirm
+// frames.
+func TestEngineTimeJumps(t *testing.T) {
+	base := makeTestTrace().frames[0]
+	at := func(ts int64) capture.Frame { f := base; f.Time = ts; return f }
+	sec := int64(time.Second)
+	var frames []capture.Frame
+	for i := range 30 {
+		frames = append(frames, at(testEpoch+int64(i)*sec/10)) // windows 0-2
+		if i == 12 {
+			frames = append(frames, at(testEpoch+100*365*24*3600*sec)) // damaged
+		}
+	}
+	wins := runEngine(t, &Config{Workers: 1, Host: "h"}, &frameSource{frames: frames, per: 7})
+	if len(wins) != 3 {
+		t.Fatalf("%d windows, want 3", len(wins))
+	}
+	if w := wins[1]; w.Counters[Packets] != 11 || w.Counters[TimeJumps] != 1 || w.Counters[LatePackets] != 0 {
+		t.Errorf("window 1: packets %d, time jumps %d, late %d; want 11, 1, 0", w.Counters[Packets], w.Counters[TimeJumps], w.Counters[LatePackets])
+	}
+
+	frames = []capture.Frame{at(testEpoch)}
+	for i := range 100 {
+		frames = append(frames, at(testEpoch+2*3600*sec+int64(i)))
+	}
+	wins = runEngine(t, &Config{Workers: 2, Host: "h"}, &frameSource{frames: frames, per: 9})
+	if len(wins) != 2 || wins[0].Counters[Packets] != 1+jumpConfirm || wins[1].Counters[Packets] != 100-jumpConfirm ||
+		wins[1].Start != testEpoch+2*3600*sec {
+		t.Errorf("a real jump: %d windows", len(wins))
+		for _, w := range wins {
+			t.Logf("window %d: %d packets", w.Start, w.Counters[Packets])
+		}
+	}
+}

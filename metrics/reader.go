@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"time"
+
 	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/decode"
 )
@@ -29,6 +31,7 @@ type reader struct {
 	high          int64 // newest window index opened
 	closedThrough int64 // every window ≤ this is closed
 	live          bool  // windows close by the clock too: report idle ones
+	jumps         int   // frames in a row far ahead of maxT, held back
 	open          [2]*readerWindow
 
 	dispatch func(ev *event)        // hands an event to its shard
@@ -37,6 +40,13 @@ type reader struct {
 	stats    func() capture.Stats   // the source's running totals, or nil
 	last     capture.Stats          // the totals at the last window close
 }
+
+// A frame more than maxTimeJump after the newest frame so far is held in
+// the newest window until jumpConfirm frames in a row are that far ahead.
+const (
+	maxTimeJump = int64(time.Hour)
+	jumpConfirm = 64
+)
 
 // noWindow is below every window index.
 const noWindow = -1 << 62
@@ -67,11 +77,25 @@ func floorDiv(a, b int64) int64 {
 
 // frame accounts one frame.
 func (r *reader) frame(f *capture.Frame) {
-	if f.Time > r.maxT {
-		r.advance(f.Time)
+	t, jumped := f.Time, false
+	switch {
+	case t <= r.maxT:
+		r.jumps = 0
+	case r.maxT != noWindow && t-r.maxT > maxTimeJump && r.jumps < jumpConfirm:
+		// Far ahead of every frame so far: a damaged timestamp would
+		// close every window before it, so the frame counts in the
+		// newest window until enough frames in a row confirm the jump.
+		r.jumps++
+		t, jumped = r.maxT, true
+	default:
+		r.jumps = 0
+		r.advance(t)
 	}
-	rw := r.window(floorDiv(f.Time, r.winLen))
+	rw := r.window(floorDiv(t, r.winLen))
 	c := &rw.counters
+	if jumped {
+		c[TimeJumps]++
+	}
 	c[Packets]++
 	c[Bytes] += uint64(f.OrigLen)
 	p := &r.pkt
@@ -87,7 +111,7 @@ func (r *reader) frame(f *capture.Frame) {
 	switch p.Kind {
 	case decode.KindRoCEv2, decode.KindRoCEv1, decode.KindIB:
 		if p.Headers&decode.HasBTH != 0 {
-			r.roce(rw, f)
+			r.roce(rw, f, t)
 			return
 		}
 	case decode.KindPFC:
@@ -105,7 +129,7 @@ func (r *reader) frame(f *capture.Frame) {
 }
 
 // roce accounts a frame with a BTH and hands it to the per-flow stage.
-func (r *reader) roce(rw *readerWindow, f *capture.Frame) {
+func (r *reader) roce(rw *readerWindow, f *capture.Frame, t int64) {
 	p := &r.pkt
 	c := &rw.counters
 	op := p.BTH.Opcode
@@ -115,7 +139,7 @@ func (r *reader) roce(rw *readerWindow, f *capture.Frame) {
 	ev := &r.ev
 	ev.key = FlowKey{Src: p.Src, Dst: p.Dst, DQP: p.BTH.DestQP}
 	ev.hash = ev.key.hash(r.seed)
-	ev.time = f.Time
+	ev.time = t
 	ev.win = rw.index
 	ev.wire = f.OrigLen
 	ev.payload = p.PayloadLen
