@@ -226,3 +226,25 @@ func FuzzWindowState(f *testing.F) {
 		}
 	})
 }
+
+// TestStateWriterMakesDirectory: a --state-out path ending in a slash is a
+// directory, created when missing.
+func TestStateWriterMakesDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "states", "host1") + "/"
+	sw, err := NewStateWriter(dir, &Config{Host: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := makeTestTrace()
+	for _, w := range runEngine(t, &Config{Workers: 1, Host: "h"}, &frameSource{frames: tr.frames, per: 4}) {
+		if err := sw.Write(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "*"+StateExt)); len(files) != 2 {
+		t.Errorf("%d state files in the new directory, want 2", len(files))
+	}
+}

@@ -38,9 +38,15 @@ type StateWriter struct {
 }
 
 // NewStateWriter writes states to path: into that directory when it is
-// one, else into the file path (created or truncated).
+// one or ends with a slash (it is then created if need be), else into the
+// file path (created or truncated).
 func NewStateWriter(path string, cfg *Config) (*StateWriter, error) {
 	sw := &StateWriter{host: cfg.Host}
+	if strings.HasSuffix(path, "/") || strings.HasSuffix(path, string(os.PathSeparator)) {
+		if err := os.MkdirAll(path, 0o755); err != nil {
+			return nil, fmt.Errorf("metrics: state output: %w", err)
+		}
+	}
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		sw.dir = path
 		return sw, nil

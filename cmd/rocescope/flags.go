@@ -115,7 +115,7 @@ func (o *reportOptions) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&o.format, "format", "", "report format: jsonl, csv or table (default: table on a terminal, jsonl otherwise)")
 	fs.StringVarP(&o.output, "output", "o", "-", "write reports to this file (- is standard output)")
 	fs.StringVar(&o.prometheus, "prometheus", "", "serve current totals on http://ADDR/metrics (\":9100\" binds 127.0.0.1:9100; give a host to bind elsewhere)")
-	fs.StringVar(&o.stateOut, "state-out", "", "write each window's mergeable state to this file, or to one file per window if it is a directory")
+	fs.StringVar(&o.stateOut, "state-out", "", "write each window's mergeable state to this file, or to one file per window if it is a directory (a path ending in / is created as one)")
 	fs.Uint16Var(&o.rocePort, "roce-port", metrics.DefaultRoCEPort, "UDP destination port of RoCEv2")
 	fs.BoolVar(&o.progress, "progress", true, "show progress on standard error when it is a terminal")
 	fs.String("config", "", "read flag values from this YAML file (keys are flag names; flags on the command line win)")
