@@ -28,7 +28,8 @@ type Merger struct {
 	length   int64  // window length of the first state
 	lengthOf string // where the first state came from
 	pending  map[int64]*mergeWindow
-	taken    int64 // start of the newest window taken
+	taken    int64     // start of the newest window taken
+	spare    []*Window // windows merged into others, to decode into again
 }
 
 // mergeWindow is a window being merged and where its states came from.
@@ -43,7 +44,8 @@ func NewMerger() *Merger {
 }
 
 // Add merges w, which came from src (a file name, for errors), into the
-// pending window of its start. The Merger owns w afterwards. On error
+// pending window of its start. The Merger owns w afterwards: the caller may
+// read it until its next call of Spare. On error
 // nothing is merged and the error names src and the window.
 func (m *Merger) Add(src string, w *Window) error {
 	at := func() string { return time.Unix(0, w.Start).UTC().Format(time.RFC3339Nano) }
@@ -76,7 +78,25 @@ func (m *Merger) Add(src string, w *Window) error {
 	for _, h := range w.Hosts {
 		p.from[h] = src
 	}
+	if p.w != w && len(m.spare) < maxSpare {
+		m.spare = append(m.spare, w) // merged: its memory can serve again
+	}
 	return nil
+}
+
+// maxSpare bounds the windows a Merger keeps to decode into.
+const maxSpare = 4
+
+// Spare returns a window to decode the next state into with a
+// [StateReader]: one whose state an Add merged into another window (its
+// sketches are reused), or a new one. Its contents are undefined.
+func (m *Merger) Spare() *Window {
+	if n := len(m.spare); n > 0 {
+		w := m.spare[n-1]
+		m.spare = m.spare[:n-1]
+		return w
+	}
+	return new(Window)
 }
 
 // sortedDistinct reports whether hosts is a non-empty, strictly increasing

@@ -108,7 +108,7 @@ func BenchmarkMerge16Hosts60Windows(b *testing.B) {
 		for h, data := range files {
 			sr := NewStateReader(bytes.NewReader(data), names[h])
 			for {
-				w := new(Window)
+				w := m.Spare()
 				err := sr.Next(w)
 				if err == io.EOF {
 					break

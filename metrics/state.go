@@ -283,7 +283,13 @@ func (r *stateReader) addr() decode.Addr {
 // bytes left, rejects unknown counters, unsorted or repeated hosts and
 // trailing bytes, and on any error returns one wrapping [ErrState] and
 // leaves w unchanged.
-func (w *Window) UnmarshalBinary(data []byte) error {
+func (w *Window) UnmarshalBinary(data []byte) error { return w.decode(data, false) }
+
+// decode is UnmarshalBinary. With reuse, it decodes into the sketches and
+// lists w already holds when they have the state's shape, instead of
+// allocating new ones (megabytes per window), and w is undefined after an
+// error.
+func (w *Window) decode(data []byte, reuse bool) error {
 	const minLen = len(stateMagic) + 1 + 4
 	if len(data) < minLen {
 		return fmt.Errorf("metrics: state of %d bytes is too short: %w", len(data), ErrState)
@@ -300,6 +306,9 @@ func (w *Window) UnmarshalBinary(data []byte) error {
 	}
 	r := &stateReader{b: body, off: len(stateMagic) + 1}
 	var x Window
+	if reuse {
+		x.Hosts, x.Flows, x.CM = w.Hosts[:0], w.Flows[:0], w.CM[:0]
+	}
 	x.Start = int64(r.u64())
 	x.Length = int64(r.u64())
 	if r.err == nil && (x.Length <= 0 || x.Start%x.Length != 0) {
@@ -340,7 +349,7 @@ func (w *Window) UnmarshalBinary(data []byte) error {
 		names[i] = FlowCounter(max(c, 0))
 	}
 	nflows := r.count(flowKeyLen + 7)
-	x.Flows = make([]FlowRecord, 0, nflows)
+	x.Flows = slices.Grow(x.Flows, nflows)
 	for range nflows {
 		var f FlowRecord
 		if kb := r.bytes(flowKeyLen); kb != nil {
@@ -378,14 +387,19 @@ func (w *Window) UnmarshalBinary(data []byte) error {
 	if r.err != nil {
 		return fmt.Errorf("metrics: state: %w", r.err)
 	}
-	cfg := Config{Seed: x.sketchConfig.Seed, DistinctBits: x.sketchConfig.DistinctBits, CMDepth: x.sketchConfig.CMDepth,
-		CMWidth: x.sketchConfig.CMWidth, TopKSize: x.sketchConfig.TopKSize}
-	fresh, err := newWindow(&cfg)
-	if err != nil {
-		return fmt.Errorf("metrics: state sketch configuration: %w: %w", err, ErrState)
+	if reuse && w.Distinct != nil && w.sketchConfig == x.sketchConfig {
+		x.Distinct, x.FlowBytes, x.FlowPackets, x.Top, x.ReadLatency, x.AckLatency =
+			w.Distinct, w.FlowBytes, w.FlowPackets, w.Top, w.ReadLatency, w.AckLatency
+	} else {
+		cfg := Config{Seed: x.sketchConfig.Seed, DistinctBits: x.sketchConfig.DistinctBits, CMDepth: x.sketchConfig.CMDepth,
+			CMWidth: x.sketchConfig.CMWidth, TopKSize: x.sketchConfig.TopKSize}
+		fresh, err := newWindow(&cfg)
+		if err != nil {
+			return fmt.Errorf("metrics: state sketch configuration: %w: %w", err, ErrState)
+		}
+		x.Distinct, x.FlowBytes, x.FlowPackets, x.Top, x.ReadLatency, x.AckLatency =
+			fresh.Distinct, fresh.FlowBytes, fresh.FlowPackets, fresh.Top, fresh.ReadLatency, fresh.AckLatency
 	}
-	x.Distinct, x.FlowBytes, x.FlowPackets, x.Top, x.ReadLatency, x.AckLatency =
-		fresh.Distinct, fresh.FlowBytes, fresh.FlowPackets, fresh.Top, fresh.ReadLatency, fresh.AckLatency
 	want := x.sketches()
 	if n := r.count(2); n != len(want) && r.err == nil {
 		r.fail("%d sketches, want %d", n, len(want))

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/sketch"
 )
 
 // addrEqual lets cmp compare decode.Addr, whose fields are unexported.
@@ -246,5 +248,33 @@ func TestStateWriterMakesDirectory(t *testing.T) {
 	}
 	if files, _ := filepath.Glob(filepath.Join(dir, "*"+StateExt)); len(files) != 2 {
 		t.Errorf("%d state files in the new directory, want 2", len(files))
+	}
+}
+
+// TestStateReaderReusesWindows decodes states into one window again and
+// again, as merge does with spare windows: each decode equals a fresh one.
+func TestStateReaderReusesWindows(t *testing.T) {
+	tr := makeTestTrace()
+	wins := runEngine(t, &Config{Workers: 1, Host: "h"}, &frameSource{frames: tr.frames, per: 4})
+	var file []byte
+	for _, w := range append(wins, wins[0], wins[1]) {
+		b := encodeWindow(t, w)
+		file = binary.BigEndian.AppendUint32(file, uint32(len(b)))
+		file = append(file, b...)
+	}
+	sr := NewStateReader(bytes.NewReader(file), "reuse")
+	var w Window
+	var sketchesOf *sketch.CountMin
+	for i := range 4 {
+		if err := sr.Next(&w); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := encodeWindow(t, &w), encodeWindow(t, wins[i%2]); !bytes.Equal(got, want) {
+			t.Errorf("state %d decoded into a used window differs from the original", i)
+		}
+		if i > 0 && w.FlowBytes != sketchesOf {
+			t.Errorf("state %d: the sketches were not reused", i)
+		}
+		sketchesOf = w.FlowBytes
 	}
 }

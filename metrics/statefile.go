@@ -121,7 +121,10 @@ func NewStateReader(r io.Reader, name string) *StateReader {
 }
 
 // Next decodes the next state into w. It returns io.EOF after the last one,
-// and an error naming the file and offset for a damaged one.
+// and an error naming the file and offset for a damaged one. Next reuses
+// the sketches and lists w holds when they have the state's shape, so that
+// decoding state after state into spare windows allocates little; after an
+// error w is undefined.
 func (sr *StateReader) Next(w *Window) error {
 	var hdr [4]byte
 	n, err := io.ReadFull(sr.r, hdr[:])
@@ -141,7 +144,7 @@ func (sr *StateReader) Next(w *Window) error {
 	if n, err := io.CopyN(&sr.buf, sr.r, int64(size)); err != nil {
 		return fmt.Errorf("metrics: %s: state at offset %d: %d of %d bytes: %w: %w", sr.name, sr.off, n, size, ErrState, err)
 	}
-	if err := w.UnmarshalBinary(sr.buf.Bytes()); err != nil {
+	if err := w.decode(sr.buf.Bytes(), true); err != nil {
 		return fmt.Errorf("metrics: %s: state at offset %d: %w", sr.name, sr.off, err)
 	}
 	sr.off += 4 + int64(size)

@@ -251,7 +251,7 @@ func (m *merger) readFile(path string) error {
 	sr := metrics.NewStateReader(f, path)
 	n := 0
 	for {
-		w := new(metrics.Window)
+		w := m.merged.Spare()
 		err := sr.Next(w)
 		if err == io.EOF {
 			break
