@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -365,4 +366,24 @@ func TestProgressText(t *testing.T) {
 			t.Errorf("progressText(%+v) = %q, want %q", c.p, got, c.want)
 		}
 	}
+}
+
+// FuzzParseRate: any input is either refused or a finite rate that is not
+// negative, and a rate printed by formatRate parses back to itself.
+func FuzzParseRate(f *testing.F) {
+	for _, s := range []string{"10M", "2.5G", "400Gbps", "1e3", "0", "-1", "NaN", "1T", "3 k", "b/s"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := parseRate(s)
+		if err != nil {
+			return
+		}
+		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			t.Fatalf("parseRate(%q) = %v", s, v)
+		}
+		if back, err := parseRate(formatRate(v)); err != nil || back != v {
+			t.Fatalf("parseRate(formatRate(%v) = %q) = %v, %v", v, formatRate(v), back, err)
+		}
+	})
 }
