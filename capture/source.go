@@ -1,6 +1,10 @@
 package capture
 
-import "github.com/rocescope/rocescope/decode"
+import (
+	"errors"
+
+	"github.com/rocescope/rocescope/decode"
+)
 
 // Frame is one captured frame. Data is borrowed from the source: it stays
 // valid until the next call to the source's Next or Close, and must not be
@@ -22,6 +26,10 @@ type Batch struct {
 
 // NewBatch returns a batch with room for n frames.
 func NewBatch(n int) *Batch { return &Batch{Frames: make([]Frame, 0, n)} }
+
+// ErrNoRoom is returned by a source's Next for a batch without capacity:
+// make batches with [NewBatch].
+var ErrNoRoom = errors.New("capture: batch has no room for frames (make it with capture.NewBatch)")
 
 // Stats are a source's running totals since it was opened.
 type Stats struct {

@@ -34,8 +34,6 @@ const (
 	blockFirstOff  = 16 // offset_to_first_pkt
 )
 
-// errNoRoom is returned by Next for a batch without capacity.
-var errNoRoom = errors.New("afpacket: batch has no room (make it with capture.NewBatch)")
 
 // Group is the set of sockets Open opened on one interface, one
 // [Source] per socket.
@@ -253,7 +251,7 @@ func (s *Source) blockStatus(i int) *uint32 {
 func (s *Source) Next(b *capture.Batch) error {
 	b.Frames = b.Frames[:0]
 	if cap(b.Frames) == 0 {
-		return errNoRoom
+		return capture.ErrNoRoom
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

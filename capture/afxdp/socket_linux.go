@@ -25,9 +25,6 @@ const pollTimeout = 100 // ms
 // use; nothing is ever transmitted, so it stays empty and is not mapped.
 const completionRingSize = 64
 
-// ErrNoRoom is returned by Next when the batch has capacity zero.
-var ErrNoRoom = errors.New("afxdp: batch has no room for frames")
-
 // Socket is one AF_XDP socket bound to one receive queue. It implements
 // capture.Source; see the package documentation for the lifetime of the
 // frames it lends.
@@ -199,7 +196,7 @@ func (s *Socket) ZeroCopy() bool { return s.zeroCopy }
 // fills b with up to cap(b.Frames) frames from the RX ring, waiting up to
 // 100 ms for some to arrive; it returns an empty batch and nil when none
 // did. Every frame of a batch has the same Time. It returns os.ErrClosed
-// after Close and ErrNoRoom when b has no capacity.
+// after Close and capture.ErrNoRoom when b has no capacity.
 func (s *Socket) Next(b *capture.Batch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -208,7 +205,7 @@ func (s *Socket) Next(b *capture.Batch) error {
 		return os.ErrClosed
 	}
 	if cap(b.Frames) == 0 {
-		return ErrNoRoom
+		return capture.ErrNoRoom
 	}
 	if err := s.recycle(); err != nil {
 		return err

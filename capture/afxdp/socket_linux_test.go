@@ -165,7 +165,7 @@ func TestNextInvalidDescriptor(t *testing.T) {
 
 func TestNextNoRoom(t *testing.T) {
 	k := newFake(2048, 4, 4, 0)
-	if err := k.s.Next(&capture.Batch{}); !errors.Is(err, ErrNoRoom) {
+	if err := k.s.Next(&capture.Batch{}); !errors.Is(err, capture.ErrNoRoom) {
 		t.Errorf("Next(zero Batch) = %v, want ErrNoRoom", err)
 	}
 }

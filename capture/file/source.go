@@ -199,7 +199,7 @@ func (s *Source) Next(b *capture.Batch) error {
 func (s *Source) fill(b *capture.Batch) error {
 	b.Frames = b.Frames[:0]
 	if cap(b.Frames) == 0 {
-		return errors.New("capture: Next: batch has no room (make it with capture.NewBatch)")
+		return capture.ErrNoRoom
 	}
 	if s.err != nil {
 		return s.err

@@ -180,15 +180,13 @@ func (g *Group) Close() error { return g.src.Close() }
 // on eth1, link type EN10MB, filter roce".
 func (g *Group) Describe() string { return g.describe }
 
-// errNoRoom is returned by Next for a batch without capacity.
-var errNoRoom = errors.New("libpcap: batch has no room (make it with capture.NewBatch)")
 
 // Next fills b with copies of the frames libpcap has, until b is full or a
 // read times out. It returns os.ErrClosed after Close.
 func (s *Source) Next(b *capture.Batch) error {
 	b.Frames = b.Frames[:0]
 	if cap(b.Frames) == 0 {
-		return errNoRoom
+		return capture.ErrNoRoom
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

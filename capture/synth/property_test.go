@@ -393,7 +393,7 @@ func TestSourceContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := src.Next(&capture.Batch{}); !errors.Is(err, synth.ErrNoRoom) {
+	if err := src.Next(&capture.Batch{}); !errors.Is(err, capture.ErrNoRoom) {
 		t.Errorf("Next(zero batch) = %v", err)
 	}
 	b := capture.NewBatch(4)

@@ -1,7 +1,6 @@
 package synth
 
 import (
-	"errors"
 	"io"
 	"math"
 	"math/bits"
@@ -17,9 +16,6 @@ import (
 // patternSlack is the range of offsets payloads start at in the byte
 // pattern they are copied from.
 const patternSlack = 4096
-
-// ErrNoRoom is returned by Next for a batch with no capacity.
-var ErrNoRoom = errors.New("synth: batch has no room for frames")
 
 // host is one end of connections and background traffic.
 type host struct {
@@ -218,7 +214,7 @@ func (s *Source) Next(b *capture.Batch) error {
 	}
 	n := cap(b.Frames)
 	if n == 0 {
-		return ErrNoRoom
+		return capture.ErrNoRoom
 	}
 	if len(s.arena) < n*s.slot {
 		s.arena = make([]byte, n*s.slot)
