@@ -108,12 +108,11 @@ func (r *reader) frame(f *capture.Frame) {
 		c[errorBase+int(p.Err)]++
 		return
 	}
+	if p.IsRoCE() {
+		r.roce(rw, f, t)
+		return
+	}
 	switch p.Kind {
-	case decode.KindRoCEv2, decode.KindRoCEv1, decode.KindIB:
-		if p.Headers&decode.HasBTH != 0 {
-			r.roce(rw, f, t)
-			return
-		}
 	case decode.KindPFC:
 		for prio := 0; prio < 8; prio++ {
 			if p.Pause.Enable&(1<<prio) != 0 {
@@ -151,7 +150,7 @@ func (r *reader) roce(rw *readerWindow, f *capture.Frame, t int64) {
 	}
 	ev.opcode = op
 	fl := opFlags[op]
-	if p.ECN == 3 && p.Headers&(decode.HasIPv4|decode.HasIPv6|decode.HasGRH) != 0 {
+	if p.ECNCE() {
 		fl |= evCE
 		c[ECNCE]++
 	}

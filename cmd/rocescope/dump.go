@@ -75,8 +75,7 @@ func dumpFile(ctx context.Context, out io.Writer, d *decode.Decoder, path string
 			f := &b.Frames[i]
 			frame++
 			derr := d.Decode(&p, f.Data, f.Link)
-			roce := p.Kind == decode.KindRoCEv2 || p.Kind == decode.KindRoCEv1 || p.Kind == decode.KindIB
-			if !all && !roce && derr == nil {
+			if !all && !p.IsRoCE() && derr == nil {
 				continue
 			}
 			buf = append(buf[:0], `{"frame":`...)
