@@ -34,7 +34,6 @@ const (
 	blockFirstOff  = 16 // offset_to_first_pkt
 )
 
-
 // Group is the set of sockets Open opened on one interface, one
 // [Source] per socket.
 type Group struct {

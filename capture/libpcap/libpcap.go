@@ -180,7 +180,6 @@ func (g *Group) Close() error { return g.src.Close() }
 // on eth1, link type EN10MB, filter roce".
 func (g *Group) Describe() string { return g.describe }
 
-
 // Next fills b with copies of the frames libpcap has, until b is full or a
 // read times out. It returns os.ErrClosed after Close.
 func (s *Source) Next(b *capture.Batch) error {
