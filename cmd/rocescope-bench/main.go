@@ -13,7 +13,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -165,19 +164,12 @@ func bareWalk(path string) (result, error) {
 		return result{}, err
 	}
 	defer src.Close()
-	b := capture.NewBatch(256)
 	var n uint64
-	for {
-		err := src.Next(b)
+	err = capture.Each(context.Background(), src, capture.NewBatch(256), func(b *capture.Batch) error {
 		n += uint64(len(b.Frames))
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return result{}, err
-		}
-	}
-	return result{elapsed: time.Since(start), frames: n}, nil
+		return nil
+	})
+	return result{elapsed: time.Since(start), frames: n}, err
 }
 
 // timed runs a command to completion and returns its wall time and peak

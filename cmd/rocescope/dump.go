@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"os"
 	"strconv"
 
 	"github.com/spf13/pflag"
@@ -65,12 +64,7 @@ func dumpFile(ctx context.Context, out io.Writer, d *decode.Decoder, path string
 		buf   []byte
 		frame uint64
 	)
-	b := capture.NewBatch(256)
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		err := src.Next(b)
+	return capture.Each(ctx, src, capture.NewBatch(256), func(b *capture.Batch) error {
 		for i := range b.Frames {
 			f := &b.Frames[i]
 			frame++
@@ -91,14 +85,6 @@ func dumpFile(ctx context.Context, out io.Writer, d *decode.Decoder, path string
 				return err
 			}
 		}
-		switch {
-		case err == nil:
-		case errors.Is(err, io.EOF):
-			return nil
-		case errors.Is(err, os.ErrClosed):
-			return nil
-		default:
-			return err
-		}
-	}
+		return nil
+	})
 }

@@ -90,21 +90,8 @@ func generate(ctx context.Context, e *env, cfg *synth.Config, path, truthPath st
 	if err != nil {
 		return err
 	}
-	b := capture.NewBatch(256)
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		err := src.Next(b)
-		if werr := pw.WriteBatch(b); werr != nil {
-			return fmt.Errorf("%s: %w", path, werr)
-		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
+	if err := capture.Each(ctx, src, capture.NewBatch(256), pw.WriteBatch); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	if err := pw.Flush(); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
