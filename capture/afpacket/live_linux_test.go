@@ -287,17 +287,7 @@ func TestDropsLive(t *testing.T) {
 		}
 		dropped = append(dropped, src.Stats().Dropped)
 	}
-	b := capture.NewBatch(256)
-	delivered := 0
-	for {
-		if err := src.Next(b); err != nil {
-			t.Fatal(err)
-		}
-		if len(b.Frames) == 0 {
-			break
-		}
-		delivered += len(b.Frames)
-	}
+	delivered := netnstest.Drain(t, src)
 	st := src.Stats()
 	for i := 1; i < len(dropped); i++ {
 		if dropped[i] < dropped[i-1] {

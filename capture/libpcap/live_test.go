@@ -162,17 +162,7 @@ func TestDropsLive(t *testing.T) {
 	if n, err := p.Send(netnstest.Traffic(nRoCE, 5000, 6)); err != nil || n != nRoCE+5000 {
 		t.Fatalf("Send = %d, %v", n, err)
 	}
-	b := capture.NewBatch(256)
-	delivered := 0
-	for {
-		if err := src.Next(b); err != nil {
-			t.Fatal(err)
-		}
-		if len(b.Frames) == 0 {
-			break
-		}
-		delivered += len(b.Frames)
-	}
+	delivered := netnstest.Drain(t, src)
 	st := src.Stats()
 	if st.Dropped == 0 || st.Received != uint64(delivered) || st.Received+st.Dropped != nRoCE {
 		t.Errorf("Stats = %+v after delivering %d; want drops, and received + dropped = %d", st, delivered, nRoCE)

@@ -38,3 +38,20 @@ func CheckCloseUnblocks(t testing.TB, src capture.Source, closeFn func() error) 
 		t.Errorf("second Close: %v", err)
 	}
 }
+
+// Drain reads src until Next returns an empty batch (nothing arrived for a
+// poll interval) and returns the frames it delivered.
+func Drain(t testing.TB, src capture.Source) int {
+	t.Helper()
+	b := capture.NewBatch(256)
+	n := 0
+	for {
+		if err := src.Next(b); err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Frames) == 0 {
+			return n
+		}
+		n += len(b.Frames)
+	}
+}
