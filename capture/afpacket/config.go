@@ -10,7 +10,9 @@ import (
 var ErrUnsupported = errors.New("afpacket: AF_PACKET capture needs Linux")
 
 // Defaults for the zero fields of a [Config]. With them each socket maps
-// DefaultBlockSize*DefaultNumBlocks = 128 MiB of ring memory.
+// DefaultBlockSize*DefaultNumBlocks = 128 MiB of ring memory; past
+// DefaultRingSockets sockets the default rings share 1 GiB (32 MiB each at
+// least).
 const (
 	DefaultBlockSize    = 4 << 20 // bytes per ring block
 	DefaultNumBlocks    = 32      // blocks per ring
@@ -18,6 +20,7 @@ const (
 	DefaultSnapLen      = 262144  // bytes kept per frame: whole frames
 	DefaultBlockTimeout = 10 * time.Millisecond
 	DefaultFanout       = "hash"
+	DefaultRingSockets  = 8 // sockets that get DefaultNumBlocks each by default
 )
 
 // Config says how to open a capture. The zero value (or a nil *Config)
@@ -34,8 +37,10 @@ type Config struct {
 	// multiple of the page size. 0 means DefaultBlockSize. A frame larger
 	// than a block is truncated to it.
 	BlockSize int
-	// NumBlocks is the number of blocks per ring; 0 means DefaultNumBlocks.
-	// Each socket maps BlockSize*NumBlocks bytes.
+	// NumBlocks is the number of blocks per ring; 0 means DefaultNumBlocks
+	// for up to DefaultRingSockets sockets and fewer (at least 8) beyond,
+	// so that many sockets do not map gigabytes. Each socket maps
+	// BlockSize*NumBlocks bytes.
 	NumBlocks int
 	// FrameSize is the frame slot size of the ring request, a multiple of
 	// 16 that divides BlockSize. TPACKET_V3 packs frames of any size into
@@ -89,7 +94,7 @@ func validate(cfg *Config, pageSize int) (settings, error) {
 	}
 	def(&c.Sockets, 1)
 	def(&c.BlockSize, DefaultBlockSize)
-	def(&c.NumBlocks, DefaultNumBlocks)
+	def(&c.NumBlocks, min(DefaultNumBlocks, max(8, DefaultRingSockets*DefaultNumBlocks/max(c.Sockets, 1))))
 	def(&c.FrameSize, DefaultFrameSize)
 	def(&c.SnapLen, DefaultSnapLen)
 	if c.BlockTimeout == 0 {

@@ -21,6 +21,11 @@ func TestValidateDefaults(t *testing.T) {
 			t.Errorf("validate(%v) = %+v mode %d, want %+v mode 0", cfg, s.Config, s.fanoutMode, want)
 		}
 	}
+	for sockets, blocks := range map[int]int{8: 32, 16: 16, 32: 8, 64: 8} {
+		if s, err := validate(&Config{Sockets: sockets}, 4096); err != nil || s.NumBlocks != blocks {
+			t.Errorf("%d sockets: %d blocks per ring (%v), want %d", sockets, s.NumBlocks, err, blocks)
+		}
+	}
 	cfg := &Config{Sockets: 3, Fanout: "qm", All: true}
 	s, err := validate(cfg, 4096)
 	if err != nil || s.fanoutMode != 5 || s.Sockets != 3 || !s.All {

@@ -128,10 +128,7 @@ var openPcap func(iface string, all bool) (live, error)
 // openLive opens iface in the given mode; auto tries AF_XDP, then AF_PACKET.
 func openLive(e *env, mode, iface string, queues []int, workers int, all bool) (live, error) {
 	afp := func() (live, error) {
-		// One socket per worker, with the default 128 MiB ring up to 8
-		// sockets; more sockets share 1 GiB (at least 32 MiB each).
-		blocks := min(afpacket.DefaultNumBlocks, max(8, 8*afpacket.DefaultNumBlocks/workers))
-		return afpacket.Open(iface, &afpacket.Config{Sockets: workers, All: all, NumBlocks: blocks})
+		return afpacket.Open(iface, &afpacket.Config{Sockets: workers, All: all})
 	}
 	xdp := func() (live, error) {
 		return afxdp.Open(iface, &afxdp.Config{Queues: queues, All: all})
