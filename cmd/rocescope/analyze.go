@@ -59,7 +59,7 @@ func (a *analysis) run(ctx context.Context, e *env, sources []capture.Source) (e
 	stopProgress := a.showProgress(e, eng)
 	defer stopProgress()
 
-	return eng.Run(ctx, sources, func(w *metrics.Window) error {
+	err = eng.Run(ctx, sources, func(w *metrics.Window) error {
 		if states != nil {
 			if err := states.Write(w); err != nil {
 				return err
@@ -71,6 +71,12 @@ func (a *analysis) run(ctx context.Context, e *env, sources []capture.Source) (e
 		}
 		return sink.Write(r)
 	})
+	if a.live && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		// A live capture ends by its context (--duration, or a signal)
+		// once the last window is written: its normal end.
+		err = nil
+	}
+	return err
 }
 
 // listenAddr binds a bare ":port" to the loopback address, so that metrics

@@ -83,35 +83,10 @@ AF_XDP).`,
 					defer cancel()
 				}
 				a := &analysis{opts: &o, live: true}
-				err = a.run(ctx, e, l.Sources())
-				if ctx.Err() != nil {
-					// --duration ran out or the capture was interrupted:
-					// its normal ends, once the last window is written.
-					err = withoutEnd(err)
-				}
-				return err
+				return a.run(ctx, e, l.Sources())
 			}
 		},
 	}
-}
-
-// withoutEnd returns err without the context errors that say the capture
-// was stopped, keeping every other error joined with them (such as a
-// report file that failed to close).
-func withoutEnd(err error) error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var rest []error
-		for _, e := range j.Unwrap() {
-			if e = withoutEnd(e); e != nil {
-				rest = append(rest, e)
-			}
-		}
-		return errors.Join(rest...)
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return nil
-	}
-	return err
 }
 
 // live is an open live capture: one source per queue or socket.

@@ -4,7 +4,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -754,34 +753,5 @@ func TestCaptureLiveErrors(t *testing.T) {
 				t.Errorf("a failed capture left an XDP program on %s", p.ifB)
 			}
 		})
-	}
-}
-
-// TestCaptureStopErrors checks that the end of a capture by --duration or
-// an interrupt is not an error, while what failed with it still is.
-func TestCaptureStopErrors(t *testing.T) {
-	closeErr := errors.New("report output: close flows.jsonl: no space left on device")
-	for _, c := range []struct {
-		err  error
-		want error // nil, or an error the result must wrap
-	}{
-		{nil, nil},
-		{context.Canceled, nil},
-		{context.DeadlineExceeded, nil},
-		{fmt.Errorf("metrics: reader 0: %w", context.Canceled), nil},
-		{errors.Join(context.Canceled, nil), nil},
-		{errors.Join(context.DeadlineExceeded, closeErr), closeErr},
-		{errors.Join(errors.Join(context.Canceled), closeErr), closeErr},
-		{closeErr, closeErr},
-	} {
-		got := withoutEnd(c.err)
-		switch {
-		case c.want == nil && got != nil:
-			t.Errorf("withoutEnd(%v) = %v, want nil", c.err, got)
-		case c.want != nil && (!errors.Is(got, c.want) || got.Error() != c.want.Error()):
-			t.Errorf("withoutEnd(%v) = %v, want %v", c.err, got, c.want)
-		case errors.Is(got, context.Canceled) || errors.Is(got, context.DeadlineExceeded):
-			t.Errorf("withoutEnd(%v) = %v still says the context ended", c.err, got)
-		}
 	}
 }

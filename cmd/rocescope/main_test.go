@@ -5,12 +5,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/spf13/pflag"
+
+	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/capture/file"
 	"github.com/rocescope/rocescope/capture/synth"
 	"github.com/rocescope/rocescope/decode"
@@ -386,4 +392,66 @@ func FuzzParseRate(f *testing.F) {
 			t.Fatalf("parseRate(formatRate(%v) = %q) = %v, %v", v, formatRate(v), back, err)
 		}
 	})
+}
+
+// quietSource is a live source that delivers one frame, stamped with the
+// clock, then nothing: empty batches.
+type quietSource struct {
+	frame capture.Frame
+	sent  bool
+}
+
+func (s *quietSource) Next(b *capture.Batch) error {
+	b.Frames = b.Frames[:0]
+	if !s.sent {
+		s.sent = true
+		f := s.frame
+		f.Time = time.Now().UnixNano()
+		b.Frames = append(b.Frames, f)
+		return nil
+	}
+	time.Sleep(time.Millisecond)
+	return nil
+}
+func (*quietSource) Stats() capture.Stats { return capture.Stats{} }
+func (*quietSource) Close() error         { return nil }
+
+// failWriter fails every write, as a full disk does.
+type failWriter struct{}
+
+var errDiskFull = errors.New("no space left on device")
+
+func (failWriter) Write([]byte) (int, error) { return 0, errDiskFull }
+
+// TestLiveRunEndsCleanly: a live analysis stopped by its context (as
+// --duration and a signal stop a capture) ends without an error, while an
+// output that fails with it is still an error.
+func TestLiveRunEndsCleanly(t *testing.T) {
+	src, err := file.Open([]string{"../../testdata/demo.pcap"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := capture.NewBatch(1)
+	if err := src.Next(b); err != nil {
+		t.Fatal(err)
+	}
+	frame := b.Frames[0]
+	frame.Data = bytes.Clone(frame.Data)
+	src.Close()
+	for _, out := range []io.Writer{io.Discard, failWriter{}} {
+		fs := pflag.NewFlagSet("capture", pflag.ContinueOnError)
+		var o reportOptions
+		o.bind(fs)
+		o.format, o.window = "jsonl", 10*time.Millisecond
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		a := &analysis{opts: &o, live: true}
+		err := a.run(ctx, &env{stdout: out, stderr: io.Discard}, []capture.Source{&quietSource{frame: frame}})
+		cancel()
+		if _, fails := out.(failWriter); fails != errors.Is(err, errDiskFull) || !fails && err != nil {
+			t.Errorf("output %T: run = %v", out, err)
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("output %T: the context's end is reported as an error: %v", out, err)
+		}
+	}
 }
