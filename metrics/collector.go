@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"slices"
+	"sync"
 )
 
 // collector assembles each window of the host from the readers' counters and
@@ -9,23 +10,33 @@ import (
 // closed it. It runs on one goroutine (the reader's, in the single-worker
 // engine).
 type collector struct {
-	cfg     *Config
-	rmark   []int64 // per reader: windows ≤ rmark are closed
-	smark   []int64 // per shard: windows ≤ smark are closed
-	pending map[int64]*Window
-	pool    *windowPool
-	emit    func(*Window) error
-	err     error // first error of emit; later windows are dropped after it
+	cfg   *Config
+	rmark []int64 // per reader: windows ≤ rmark are closed
+	smark []int64 // per shard: windows ≤ smark are closed
+	parts map[int64]*part
+	free  []*part // emitted parts, for reuse
+	pool  *windowPool
+	emit  func(*Window) error
+	err   error // first error of emit; later windows are dropped after it
+}
+
+// part is a window being assembled: the first shard window of its index,
+// into which the other shards' merge (it becomes the host's window, so that
+// with one worker no flow record is copied), and what the readers counted.
+type part struct {
+	w        *Window // nil until a shard closes the window
+	counters Counters
+	cm       []CMMessage
 }
 
 func newCollector(cfg *Config, pool *windowPool, readers, shards int, emit func(*Window) error) *collector {
 	c := &collector{
-		cfg:     cfg,
-		pool:    pool,
-		rmark:   make([]int64, readers),
-		smark:   make([]int64, shards),
-		pending: make(map[int64]*Window),
-		emit:    emit,
+		cfg:   cfg,
+		pool:  pool,
+		rmark: make([]int64, readers),
+		smark: make([]int64, shards),
+		parts: make(map[int64]*part),
+		emit:  emit,
 	}
 	for i := range c.rmark {
 		c.rmark[i] = noWindow
@@ -36,19 +47,18 @@ func newCollector(cfg *Config, pool *windowPool, readers, shards int, emit func(
 	return c
 }
 
-// acc returns the host window being assembled for index i.
-func (c *collector) acc(i int64) *Window {
-	w, ok := c.pending[i]
+// part returns the part being assembled for index i.
+func (c *collector) part(i int64) *part {
+	p, ok := c.parts[i]
 	if !ok {
-		var err error
-		if w, err = c.pool.get(i); err != nil {
-			c.fail(err)
-			return nil
+		if n := len(c.free); n > 0 {
+			p, c.free = c.free[n-1], c.free[:n-1]
+		} else {
+			p = new(part)
 		}
-		w.Hosts = append(w.Hosts, c.cfg.Host)
-		c.pending[i] = w
+		c.parts[i] = p
 	}
-	return w
+	return p
 }
 
 func (c *collector) fail(err error) {
@@ -57,22 +67,25 @@ func (c *collector) fail(err error) {
 	}
 }
 
-// shardWindow merges a shard's closed window and keeps it for reuse.
+// shardWindow takes a shard's closed window.
 func (c *collector) shardWindow(w *Window) {
-	if acc := c.acc(w.index()); acc != nil {
-		if err := acc.Merge(w); err != nil {
-			c.fail(err)
-		}
+	p := c.part(w.index())
+	if p.w == nil {
+		p.w = w
+		return
+	}
+	// Shards hold disjoint connections.
+	if err := p.w.mergeDisjoint(w); err != nil {
+		c.fail(err)
 	}
 	c.pool.put(w)
 }
 
 // readerWindow adds a reader's counters for a closed window.
 func (c *collector) readerWindow(rw *readerWindow) {
-	if acc := c.acc(rw.index); acc != nil {
-		acc.Counters.Add(&rw.counters)
-		acc.CM = append(acc.CM, rw.cm...)
-	}
+	p := c.part(rw.index)
+	p.counters.Add(&rw.counters)
+	p.cm = append(p.cm, rw.cm...)
 }
 
 // readerMark and shardMark record that reader or shard i closed every
@@ -88,16 +101,26 @@ func (c *collector) shardMark(i int, through int64) { c.smark[i] = max(c.smark[i
 func (c *collector) ready() {
 	through := min(slices.Min(c.rmark), slices.Min(c.smark))
 	var done []int64
-	for i := range c.pending {
+	for i := range c.parts {
 		if i <= through {
 			done = append(done, i)
 		}
 	}
 	slices.Sort(done)
 	for _, i := range done {
-		w := c.pending[i]
-		delete(c.pending, i)
+		p := c.parts[i]
+		delete(c.parts, i)
+		w := p.w
+		if w == nil { // no RoCE frame: no shard had the window open
+			w = c.pool.get(i)
+		}
+		w.Hosts = append(w.Hosts[:0], c.cfg.Host)
+		w.Counters.Add(&p.counters)
+		w.CM = append(w.CM, p.cm...)
+		*p = part{cm: p.cm[:0]}
+		c.free = append(c.free, p)
 		w.Normalize()
+		w.rankFlows()
 		if c.err == nil {
 			if err := c.emit(w); err != nil {
 				c.fail(err)
@@ -107,36 +130,42 @@ func (c *collector) ready() {
 	}
 }
 
-// windowPool recycles windows, whose sketches are large, between the
-// collector and the shards.
+// windowPool recycles windows, whose sketches and flow lists are large,
+// between the collector and the shards. It hands out the window put back
+// last, so that the few windows in use keep their memory warm and the rest
+// stay small. It is safe for concurrent use.
 type windowPool struct {
 	cfg  *Config
-	free chan *Window
+	mu   sync.Mutex
+	free []*Window
+	max  int
 }
 
 func newWindowPool(cfg *Config, size int) *windowPool {
-	return &windowPool{cfg: cfg, free: make(chan *Window, size)}
+	return &windowPool{cfg: cfg, max: size}
 }
 
-// get returns an empty window for index i.
-func (p *windowPool) get(i int64) (*Window, error) {
+// get returns an empty window for index i. The configuration was checked
+// when the engine was made, so making a window cannot fail.
+func (p *windowPool) get(i int64) *Window {
+	p.mu.Lock()
 	var w *Window
-	select {
-	case w = <-p.free:
-	default:
-		var err error
-		if w, err = newWindow(p.cfg); err != nil {
-			return nil, err
-		}
+	if n := len(p.free); n > 0 {
+		w, p.free = p.free[n-1], p.free[:n-1]
+	}
+	p.mu.Unlock()
+	if w == nil {
+		w = mustNewWindow(p.cfg)
 	}
 	w.reset(i*int64(p.cfg.Window), int64(p.cfg.Window))
-	return w, nil
+	return w
 }
 
 // put gives w back; it is dropped when the pool is full.
 func (p *windowPool) put(w *Window) {
-	select {
-	case p.free <- w:
-	default:
+	p.mu.Lock()
+	if len(p.free) < p.max {
+		p.free = append(p.free, w)
 	}
+	p.mu.Unlock()
 }

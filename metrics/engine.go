@@ -3,7 +3,6 @@ package metrics
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"slices"
@@ -27,6 +26,7 @@ import (
 type Engine struct {
 	cfg    Config
 	pool   *windowPool
+	shards []*shard // the QP tables of the last run, reused by the next
 	frames atomic.Uint64
 }
 
@@ -42,7 +42,7 @@ func New(cfg *Config) (*Engine, error) {
 		}
 	}
 	e := &Engine{cfg: c}
-	e.pool = newWindowPool(&e.cfg, 4*c.Workers+4)
+	e.pool = newWindowPool(&e.cfg, 2*c.Workers+2)
 	w, err := newWindow(&e.cfg) // validates the sketch configuration
 	if err != nil {
 		return nil, err
@@ -122,7 +122,7 @@ const closeGrace = time.Second
 // runInline runs one reader, one shard and the collector on this goroutine.
 func (e *Engine) runInline(ctx context.Context, src capture.Source, emit func(*Window) error, cancel context.CancelFunc) error {
 	coll := newCollector(&e.cfg, e.pool, 1, 1, emit)
-	sh := newShard(&e.cfg, e.cfg.TableSize, e.freshWindow, coll.shardWindow)
+	sh := e.shard(0, coll.shardWindow)
 	r := newReader(&e.cfg)
 	// Events are handed to the shard a batch at a time, as in the pool,
 	// so that it can fetch their table entries together.
@@ -152,15 +152,18 @@ func (e *Engine) runInline(ctx context.Context, src capture.Source, emit func(*W
 	return errors.Join(err, coll.err)
 }
 
-// freshWindow returns an empty window with index w from the pool.
-func (e *Engine) freshWindow(w int64) *Window {
-	win, err := e.pool.get(w)
-	if err != nil {
-		// New built a window with the same configuration, so this cannot
-		// fail but for lack of memory.
-		panic(fmt.Sprintf("metrics: window allocation failed after validation: %v", err))
+// shard returns the k-th shard for a run that hands its closed windows to
+// closed, empty but with the memory of an earlier run's when there was one:
+// a QP table of a million flows is half a gigabyte of pages.
+func (e *Engine) shard(k int, closed func(*Window)) *shard {
+	if k < len(e.shards) {
+		sh := e.shards[k]
+		sh.reset(e.pool.get, closed)
+		return sh
 	}
-	return win
+	sh := newShard(&e.cfg, max(1, e.cfg.TableSize/e.cfg.Workers), e.pool.get, closed)
+	e.shards = append(e.shards, sh)
+	return sh
 }
 
 // read feeds the frames of src to r until src ends. flush, when not nil,
@@ -219,7 +222,7 @@ func (e *Engine) runPool(ctx context.Context, sources []capture.Source, emit fun
 		for range cap(free[k]) {
 			free[k] <- &batch{evs: make([]event, 0, batchSize), close: noWindow}
 		}
-		sh := newShard(&e.cfg, max(1, e.cfg.TableSize/n), e.freshWindow, func(w *Window) { msgs <- msg{shard: w} })
+		sh := e.shard(k, func(w *Window) { msgs <- msg{shard: w} })
 		workers.Add(1)
 		go func() {
 			defer workers.Done()

@@ -59,20 +59,25 @@ type SketchError struct {
 // windows: the rates of the previous window for jitter, and the QP pairs
 // learned from CM exchanges and from pairing the directions of a
 // connection. A Reporter is not safe for concurrent use.
+//
+// Building a report costs a few passes over the window's flow records
+// without copying them: only the flows a report names (top, elephants,
+// jitter; all of them with Config.Exact) become [FlowReport]s.
 type Reporter struct {
 	cfg      Config
 	prevIdx  int64
-	prev     []flowRate // previous window's flows, sorted by key
+	prev     []flowRate // previous window's flows, in canonical order
 	cur      []flowRate
-	flows    []FlowReport // the last report's flows, reused
 	pairs    map[qpEnd]pairing
 	cmReq    map[cmReqKey]pairing
+	cnp      map[int32]uint64 // CNPs attributed to a flow of the window being built, by position
 	maxPairs int
 	now      int64 // index of the window being built
 }
 
 // flowRate is a flow's rate in a window.
 type flowRate struct {
+	hash uint64
 	key  FlowKey
 	rate float64
 }
@@ -111,6 +116,7 @@ func NewReporter(cfg *Config) (*Reporter, error) {
 		prevIdx:  noWindow,
 		pairs:    make(map[qpEnd]pairing),
 		cmReq:    make(map[cmReqKey]pairing),
+		cnp:      make(map[int32]uint64),
 		maxPairs: 4 * c.TableSize,
 	}, nil
 }
@@ -154,7 +160,11 @@ func (rp *Reporter) learn(w *Window) {
 // for pairTTL are forgotten first, then all but those of this window.
 func (rp *Reporter) pair(a, b qpEnd, length int64) {
 	if old, ok := rp.pairs[a]; ok && old.peer == b {
-		rp.pairs[a], rp.pairs[b] = pairing{b, rp.now}, pairing{a, rp.now} // seen again
+		// Seen again: refresh the pair's age now and then, not in
+		// every window (a map write per flow and window).
+		if rp.now-old.seen >= pairTTL/length/4 {
+			rp.pairs[a], rp.pairs[b] = pairing{b, rp.now}, pairing{a, rp.now}
+		}
 		return
 	}
 	for _, e := range [2]qpEnd{a, b} {
@@ -183,8 +193,7 @@ func forget[K comparable](m map[K]pairing, before int64) {
 }
 
 // Build returns the report of w, a normalized window, which must follow
-// the previously built one in time. The report's All list shares memory
-// with the reporter: it is valid until the next call of Build.
+// the previously built one in time. The report's lists are its own.
 func (rp *Reporter) Build(w *Window) *Report {
 	rp.now = w.index()
 	rp.learn(w)
@@ -192,38 +201,62 @@ func (rp *Reporter) Build(w *Window) *Report {
 	r.Exact = w.Counters[UntrackedPackets] == 0
 	secs := float64(w.Length) / 1e9
 	idx := w.index()
-	if rp.prevIdx != idx-1 {
+	// A flow's rate is compared with the previous window's only when
+	// there is one: the first window of a run has no jitter.
+	hasPrev := rp.prevIdx == idx-1
+	if !hasPrev {
 		rp.prev = rp.prev[:0]
 	}
+	rp.attributeCNPs(w)
+	r.CNPUnattributed = rp.cnp[unattributed]
 
-	flows := slices.Grow(rp.flows[:0], len(w.Flows))[:len(w.Flows)]
-	rp.flows = flows
-	rp.cur = rp.cur[:0]
-	for i := range w.Flows {
+	flows := w.Flows
+	rp.cur = slices.Grow(rp.cur[:0], len(flows))
+	top := newTopList(flows, rp.cfg.Top)
+	var elephants, jitter []int32
+	j := 0
+	for i := range flows {
 		f := &flows[i]
-		*f = FlowReport{FlowRecord: w.Flows[i]}
-		if !f.SQPKnown {
-			if p, ok := rp.pairs[qpEnd{f.Key.Dst, f.Key.DQP}]; ok && p.peer.addr == f.Key.Src {
-				f.SQP, f.SQPKnown = p.peer.qpn, true
+		rate := float64(f.C[FlowBytes]) * 8 / secs
+		prev := 0.0
+		for ; j < len(rp.prev) && compareRate(&rp.prev[j], f) < 0; j++ {
+			if p := &rp.prev[j]; rp.isJitter(0, p.rate) {
+				r.Jitter = append(r.Jitter, FlowReport{FlowRecord: FlowRecord{Key: p.key}, PrevRate: p.rate, Jitter: true})
 			}
 		}
-		f.Rate = float64(f.C[FlowBytes]) * 8 / secs
-		rp.cur = append(rp.cur, flowRate{f.Key, f.Rate})
+		if j < len(rp.prev) && rp.prev[j].key == f.Key {
+			prev = rp.prev[j].rate
+			j++
+		}
+		rp.cur = append(rp.cur, flowRate{f.hash, f.Key, rate})
+		top.offer(int32(i))
+		if rate >= rp.cfg.ElephantRate {
+			elephants = append(elephants, int32(i))
+		}
+		if hasPrev && rp.isJitter(rate, prev) {
+			jitter = append(jitter, int32(i))
+		}
 	}
-	r.CNPUnattributed = rp.attributeCNPs(flows)
-	rp.markRates(flows)
-
-	r.Top = topFlows(flows, rp.cfg.Top, nil)
-	r.Elephants = topFlows(flows, len(flows), func(f *FlowReport) bool { return f.Elephant })
-	r.Jitter = topFlows(flows, len(flows), func(f *FlowReport) bool { return f.Jitter })
-	r.Jitter = append(r.Jitter, rp.vanished(w.Flows)...)
+	for ; j < len(rp.prev); j++ { // elephants of the previous window that fell silent
+		if p := &rp.prev[j]; rp.isJitter(0, p.rate) {
+			r.Jitter = append(r.Jitter, FlowReport{FlowRecord: FlowRecord{Key: p.key}, PrevRate: p.rate, Jitter: true})
+		}
+	}
+	vanished := r.Jitter
+	report := func(i int32) FlowReport { return rp.flowReport(w, i, secs, hasPrev) }
+	r.Top = collect(top.sorted(), report)
+	r.Elephants = collect(sortByBytes(flows, elephants), report)
+	r.Jitter = append(collect(sortByBytes(flows, jitter), report), vanished...)
 	if !r.Exact {
 		r.Top = rp.mergeEstimated(r.Top, w, secs)
 	}
 	if rp.cfg.Exact {
-		r.All = flows
+		r.All = make([]FlowReport, len(flows))
+		for i := range flows {
+			r.All[i] = report(int32(i))
+		}
 		if r.Exact {
-			r.SketchError = sketchError(w, flows, r)
+			r.SketchError = sketchError(w, r)
 		}
 	}
 	r.ReadLatency = summarize(w.ReadLatency)
@@ -233,73 +266,86 @@ func (rp *Reporter) Build(w *Window) *Report {
 	return r
 }
 
-// attributeCNPs adds the CNPs each flow carried to the flow they throttle:
-// a CNP travels from the responder B to the requester A with A's QP as its
-// destination QP, and throttles A→B toward B's QP. It returns the CNPs
-// whose throttled flow is not in the window.
-func (rp *Reporter) attributeCNPs(flows []FlowReport) (unattributed uint64) {
-	for i := range flows {
-		y := &flows[i]
+// compareRate orders a previous window's flow against a record, in the
+// canonical order of flow lists.
+func compareRate(p *flowRate, f *FlowRecord) int {
+	if p.hash != f.hash {
+		return cmp.Compare(p.hash, f.hash)
+	}
+	return compareKeys(p.key, f.Key)
+}
+
+// flowReport returns the report of flow i of w: its record with the source
+// QP the learned pairs give, the CNPs attributed to it, its rates and marks.
+func (rp *Reporter) flowReport(w *Window, i int32, secs float64, hasPrev bool) FlowReport {
+	f := FlowReport{FlowRecord: w.Flows[i]}
+	rp.fillSQP(&f.FlowRecord)
+	f.C[FlowCNP] += rp.cnp[i]
+	f.Rate = float64(f.C[FlowBytes]) * 8 / secs
+	if hasPrev {
+		if j, ok := slices.BinarySearchFunc(rp.prev, &f.FlowRecord, func(p flowRate, f *FlowRecord) int { return compareRate(&p, f) }); ok {
+			f.PrevRate = rp.prev[j].rate
+		}
+	}
+	f.Elephant = f.Rate >= rp.cfg.ElephantRate
+	f.Jitter = hasPrev && rp.isJitter(f.Rate, f.PrevRate)
+	return f
+}
+
+// fillSQP sets the source QP of f from the learned pairs when the engine
+// did not know it.
+func (rp *Reporter) fillSQP(f *FlowRecord) {
+	if !f.SQPKnown {
+		if p, ok := rp.pairs[qpEnd{f.Key.Dst, f.Key.DQP}]; ok && p.peer.addr == f.Key.Src {
+			f.SQP, f.SQPKnown = p.peer.qpn, true
+		}
+	}
+}
+
+// collect returns the reports of the flows at idx.
+func collect(idx []int32, report func(int32) FlowReport) []FlowReport {
+	out := make([]FlowReport, len(idx))
+	for k, i := range idx {
+		out[k] = report(i)
+	}
+	return out
+}
+
+// attributeCNPs finds, for each flow of w that carried CNPs, the flow they
+// throttle, and counts the CNPs in rp.cnp by the throttled flow's position
+// (unattributed when it is not in the window): a CNP travels from the
+// responder B to the requester A with A's QP as its destination QP, and
+// throttles A→B toward B's QP.
+func (rp *Reporter) attributeCNPs(w *Window) {
+	clear(rp.cnp)
+	for i := range w.Flows {
+		y := w.Flows[i]
 		n := y.C[FlowCNPCarried]
 		if n == 0 {
 			continue
 		}
-		// y runs B→A toward A's QP; the throttled flow runs A→B toward B's.
-		// Build has filled in the source QP from the learned pairs.
-		qb, ok := y.SQP, y.SQPKnown
-		if ok {
-			fwd := FlowKey{Src: y.Key.Dst, Dst: y.Key.Src, DQP: qb}
-			if j, found := slices.BinarySearchFunc(flows, fwd, func(f FlowReport, k FlowKey) int { return compareKeys(f.Key, k) }); found {
-				flows[j].C[FlowCNP] += n
-				continue
+		rp.fillSQP(&y)
+		j := int32(unattributed)
+		if y.SQPKnown {
+			fwd := FlowRecord{Key: FlowKey{Src: y.Key.Dst, Dst: y.Key.Src, DQP: y.SQP}}
+			fwd.hash = fwd.Key.hash(w.sketchConfig.Seed)
+			if k, found := slices.BinarySearchFunc(w.Flows, &fwd, func(a FlowRecord, b *FlowRecord) int { return compareFlows(&a, b) }); found {
+				j = int32(k)
 			}
 		}
-		unattributed += n
+		rp.cnp[j] += n
 	}
-	return unattributed
 }
 
-// markRates sets each flow's previous rate and its elephant and jitter
-// marks, joining the sorted flow lists of this and the previous window.
-func (rp *Reporter) markRates(flows []FlowReport) {
-	j := 0
-	for i := range flows {
-		f := &flows[i]
-		for j < len(rp.prev) && compareKeys(rp.prev[j].key, f.Key) < 0 {
-			j++
-		}
-		if j < len(rp.prev) && rp.prev[j].key == f.Key {
-			f.PrevRate = rp.prev[j].rate
-		}
-		f.Elephant = f.Rate >= rp.cfg.ElephantRate
-		f.Jitter = rp.isJitter(f.Rate, f.PrevRate)
-	}
-}
+// unattributed is the key of rp.cnp for CNPs whose throttled flow is not
+// in the window.
+const unattributed = -1
 
 // isJitter reports whether a flow going from rate prev to cur is a jitter
 // flow: an elephant in either window whose rate changed by at least the
 // jitter rate.
 func (rp *Reporter) isJitter(cur, prev float64) bool {
 	return max(cur, prev) >= rp.cfg.ElephantRate && abs(cur-prev) >= rp.cfg.JitterRate
-}
-
-// vanished returns the previous window's elephants that sent nothing in
-// this one: their rate fell to zero, which is jitter too.
-func (rp *Reporter) vanished(flows []FlowRecord) []FlowReport {
-	var out []FlowReport
-	i := 0
-	for _, p := range rp.prev {
-		for i < len(flows) && compareKeys(flows[i].Key, p.key) < 0 {
-			i++
-		}
-		if i < len(flows) && flows[i].Key == p.key {
-			continue
-		}
-		if rp.isJitter(0, p.rate) {
-			out = append(out, FlowReport{FlowRecord: FlowRecord{Key: p.key}, PrevRate: p.rate, Jitter: true})
-		}
-	}
-	return out
 }
 
 func abs(x float64) float64 {
@@ -309,69 +355,71 @@ func abs(x float64) float64 {
 	return x
 }
 
-// topFlows returns up to n flows for which keep is true (every flow when
-// keep is nil), by bytes, largest first, ties broken by key so the order is
-// deterministic. It keeps the n largest in a min-heap as it goes, so a top
-// list of a window of a million flows costs one pass, not a sort.
-func topFlows(flows []FlowReport, n int, keep func(*FlowReport) bool) []FlowReport {
-	var h []*FlowReport
-	for i := range flows {
-		f := &flows[i]
-		if keep != nil && !keep(f) {
-			continue
+// topList keeps the n largest flows by bytes in a min-heap as they are
+// offered, so that a top list of a window of a million flows costs one
+// pass, not a sort.
+type topList struct {
+	flows []FlowRecord
+	n     int
+	h     []int32
+}
+
+func newTopList(flows []FlowRecord, n int) *topList { return &topList{flows: flows, n: n} }
+
+// less orders flows i and j by bytes, largest first, ties by key, so that
+// the order is deterministic.
+func (t *topList) less(i, j int32) bool { return byBytes(&t.flows[i], &t.flows[j]) < 0 }
+
+// offer considers flow i.
+func (t *topList) offer(i int32) {
+	h := t.h
+	switch {
+	case len(h) < t.n:
+		h = append(h, i)
+		for c := len(h) - 1; c > 0; {
+			p := (c - 1) / 2
+			if !t.less(h[p], h[c]) {
+				break
+			}
+			h[c], h[p] = h[p], h[c]
+			c = p
 		}
-		if len(h) < n {
-			h = append(h, f)
-			heapUp(h, len(h)-1)
-		} else if n > 0 && byBytes(f, h[0]) < 0 {
-			h[0] = f
-			heapDown(h, 0)
+	case t.n > 0 && t.less(i, h[0]):
+		h[0] = i
+		for c := 0; ; {
+			m, l, r := c, 2*c+1, 2*c+2
+			if l < len(h) && t.less(h[m], h[l]) {
+				m = l
+			}
+			if r < len(h) && t.less(h[m], h[r]) {
+				m = r
+			}
+			if m == c {
+				break
+			}
+			h[c], h[m] = h[m], h[c]
+			c = m
 		}
 	}
-	out := make([]FlowReport, len(h))
-	for i, f := range h {
-		out[i] = *f
-	}
-	slices.SortFunc(out, func(a, b FlowReport) int { return byBytes(&a, &b) })
-	return out
+	t.h = h
+}
+
+// sorted returns the kept flows, largest first.
+func (t *topList) sorted() []int32 { return sortByBytes(t.flows, t.h) }
+
+// sortByBytes sorts the positions idx of flows by bytes, largest first,
+// ties by key, and returns idx.
+func sortByBytes(flows []FlowRecord, idx []int32) []int32 {
+	slices.SortFunc(idx, func(i, j int32) int { return byBytes(&flows[i], &flows[j]) })
+	return idx
 }
 
 // byBytes orders flows by bytes, largest first, then by key.
-func byBytes(a, b *FlowReport) int {
+func byBytes(a, b *FlowRecord) int {
 	if c := cmp.Compare(b.C[FlowBytes], a.C[FlowBytes]); c != 0 {
 		return c
 	}
 	return compareKeys(a.Key, b.Key)
-}
-
-// heapUp and heapDown keep h a heap whose root is the flow that byBytes
-// puts last: the smallest of the top list.
-func heapUp(h []*FlowReport, i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if byBytes(h[i], h[p]) <= 0 {
-			return
-		}
-		h[i], h[p] = h[p], h[i]
-		i = p
-	}
-}
-
-func heapDown(h []*FlowReport, i int) {
-	for {
-		m, l, r := i, 2*i+1, 2*i+2
-		if l < len(h) && byBytes(h[l], h[m]) > 0 {
-			m = l
-		}
-		if r < len(h) && byBytes(h[r], h[m]) > 0 {
-			m = r
-		}
-		if m == i {
-			return
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
 }
 
 // mergeEstimated completes the top list of a window whose QP tables
@@ -387,7 +435,8 @@ func (rp *Reporter) mergeEstimated(top []FlowReport, w *Window, secs float64) []
 		f.Elephant = f.Rate >= rp.cfg.ElephantRate
 		top = append(top, f)
 	}
-	return topFlows(top, rp.cfg.Top, nil)
+	slices.SortFunc(top, func(a, b FlowReport) int { return byBytes(&a.FlowRecord, &b.FlowRecord) })
+	return top[:min(len(top), rp.cfg.Top)]
 }
 
 // summarize reads the usual quantiles off a latency sketch.
@@ -406,7 +455,8 @@ func summarize(q *sketch.Quantile) LatencySummary {
 }
 
 // sketchError measures the sketches against the exact flow records.
-func sketchError(w *Window, flows []FlowReport, r *Report) *SketchError {
+func sketchError(w *Window, r *Report) *SketchError {
+	flows := r.All
 	se := &SketchError{}
 	if n := float64(len(flows)); n > 0 {
 		se.FlowsRelErr = abs(r.Flows.Value-n) / n

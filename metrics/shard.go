@@ -73,33 +73,38 @@ const (
 	entNAKed // the responder NAKed since the last gap: what follows is resent
 )
 
-// entry is the state of one flow in a worker's QP table: what persists
-// across windows (PSN tracking, pairing, pending requests) and where the
-// flow's records of the open windows are (240 bytes). The counters
-// themselves live in the open windows' flow lists, so that closing a window
-// copies nothing and the table stays small.
+// entry is the state of one flow in a worker's QP table (about 460 bytes):
+// the flow's counters in the window it last sent in, and what persists
+// across windows (PSN tracking, pairing, pending requests). The counters
+// live here, not in a record per flow and window, so that a frame touches
+// one place; they are copied into the window's flow list once, when the
+// flow moves on to a newer window or the window closes.
 type entry struct {
-	key     FlowKey
+	// What a frame reads and writes comes first, in a few adjacent cache
+	// lines: the hash, the PSN state, the key and the counters.
 	hash    uint64
-	lastWin int64 // last window with a packet
-	peer    int32 // slab position of the reverse direction, -1 if unknown
-	sqp     uint32
-	epsn    uint32    // expected PSN of the next request
-	slack   uint32    // PSNs the next request may skip without a gap
-	pmtu    uint32    // path MTU learned from full-size packets, 0 if unknown
-	pmtuMin uint32    // lower bound of the path MTU from ONLY packets, 0 if none
-	gapLo   uint32    // first PSN the last gap skipped
-	gapHi   uint32    // PSN that ended the last gap
-	rec     [2]int32  // position of the flow's record in the open window of each parity
-	recSeq  [2]uint32 // the opening of that window rec belongs to (shard.seq); 0 for none
-	sport   uint16
+	win     int64  // window whose counters rec holds, noWindow when it holds none
+	epsn    uint32 // expected PSN of the next request
+	slack   uint32 // PSNs the next request may skip without a gap
+	peer    int32  // slab position of the reverse direction, -1 if unknown
 	flags   uint8
 	pendAt  uint8 // next pending slot to overwrite
+	sport   uint16
+	rec     FlowRecord // counters in window win; rec.Key is the flow's key
+	lastWin int64      // last window with a packet; freeEntry when the slab entry is free
+	prevWin int64      // window of the record at prevRec, noWindow for none
+	prevRec int32      // position of the flow's record in window prevWin's flow list
+	sqp     uint32
+	pmtu    uint32 // path MTU learned from full-size packets, 0 if unknown
+	pmtuMin uint32 // lower bound of the path MTU from ONLY packets, 0 if none
+	gapLo   uint32 // first PSN the last gap skipped
+	gapHi   uint32 // PSN that ended the last gap
 	pend    [pendSize]pending
 }
 
 func (e *entry) init(key FlowKey, h uint64) {
-	*e = entry{key: key, hash: h, peer: -1, lastWin: -1 << 62}
+	*e = entry{hash: h, win: noWindow, lastWin: noWindow, prevWin: noWindow, peer: -1}
+	e.rec.Key = key
 }
 
 // shard is one worker's state: its slice of the QP table and its part of
@@ -109,10 +114,8 @@ type shard struct {
 	tab    *table
 	conns  map[connKey]int32     // (src, dst, sport) → first flow seen with them, for pairing directions
 	open   [2]*Window            // open windows by parity of their index
-	seq    [2]uint32             // opening number of each open window, for entry.recSeq
-	opened uint32                // windows opened so far
 	high   int64                 // newest window index opened
-	active [2][]int32            // slab positions of the flows of each open window, in record order
+	active [2][]int32            // slab positions of the flows whose counters are in the open window of each parity
 	warm   uint64                // sink of handleBatch's prefetching loads, so they are not optimized away
 	fresh  func(w int64) *Window // an empty window with index w
 	closed func(*Window)         // receives each closed window
@@ -129,10 +132,20 @@ func newShard(cfg *Config, capacity int, fresh func(int64) *Window, closed func(
 		cfg:    cfg,
 		tab:    newTable(capacity),
 		conns:  make(map[connKey]int32),
-		high:   -1 << 62,
+		high:   noWindow,
 		fresh:  fresh,
 		closed: closed,
 	}
+}
+
+// reset makes s as new for another run, keeping its memory.
+func (s *shard) reset(fresh func(int64) *Window, closed func(*Window)) {
+	s.tab.reset()
+	clear(s.conns)
+	s.open = [2]*Window{}
+	s.high = noWindow
+	s.active[0], s.active[1] = s.active[0][:0], s.active[1][:0]
+	s.fresh, s.closed = fresh, closed
 }
 
 // window returns the open window for index w, opening it and closing the
@@ -144,7 +157,9 @@ func (s *shard) window(w int64) *Window {
 	if w > s.high {
 		s.closeThrough(w - 2)
 		s.high = w
-		return s.openWindow(w)
+		win := s.fresh(w)
+		s.open[w&1] = win
+		return win
 	}
 	if win := s.open[w&1]; win != nil && win.index() == w {
 		return win
@@ -154,18 +169,10 @@ func (s *shard) window(w int64) *Window {
 		// Every window was closed (a reader fell more than a window
 		// behind the others): open this one again; the collector merges
 		// it as a late part of that window, which is reported again.
-		win = s.openWindow(w)
+		win = s.fresh(w)
+		s.open[w&1] = win
 	}
 	win.Counters[LatePackets]++
-	return win
-}
-
-// openWindow opens window w in the slot of its parity.
-func (s *shard) openWindow(w int64) *Window {
-	win := s.fresh(w)
-	s.open[w&1] = win
-	s.opened++
-	s.seq[w&1] = s.opened
 	return win
 }
 
@@ -187,30 +194,42 @@ func (s *shard) closeThrough(w int64) {
 			return
 		}
 		p := win.index() & 1
-		s.open[p] = nil
 		s.flush(p, win)
+		s.open[p] = nil
 	}
 }
 
-// flush completes the flow records of the window of parity p with what the
-// table learned since they were made, feeds them to the window's sketches,
+// flush copies into the window of parity p the counters of the flows still
+// counting in it, feeds every flow record of the window to its sketches,
 // and hands win over.
 func (s *shard) flush(p int64, win *Window) {
 	w := win.index()
-	for i, idx := range s.active[p] {
-		e := &s.tab.entries[idx]
-		r := &win.Flows[i]
-		r.SQP, r.SQPKnown, r.Sport = e.sqp, e.flags&entSQPKnown != 0, e.sport
-		win.Distinct.Insert(e.hash)
-		win.FlowBytes.Add(e.hash, r.C[FlowBytes])
-		win.FlowPackets.Add(e.hash, r.C[FlowPackets])
-		win.Top.Update(e.hash, e.key, r.C[FlowBytes])
+	for _, idx := range s.active[p] {
+		if e := &s.tab.entries[idx]; e.win == w {
+			s.materialize(e, win)
+		}
 	}
 	s.active[p] = s.active[p][:0]
+	for i := range win.Flows {
+		f := &win.Flows[i]
+		win.Distinct.Insert(f.hash)
+		win.FlowBytes.Add(f.hash, f.C[FlowBytes])
+		win.FlowPackets.Add(f.hash, f.C[FlowPackets])
+	}
 	if 8*s.tab.used > 7*s.tab.max {
 		win.Counters[Evictions] += uint64(s.sweep(w))
 	}
 	s.closed(win)
+}
+
+// materialize appends the counters e holds to the flow list of win, the
+// open window they belong to, and empties e's current window.
+func (s *shard) materialize(e *entry, win *Window) {
+	e.prevWin, e.prevRec = e.win, int32(len(win.Flows))
+	e.win = noWindow
+	win.Flows = append(win.Flows, e.rec)
+	f := &win.Flows[len(win.Flows)-1]
+	f.SQP, f.SQPKnown, f.Sport, f.hash = e.sqp, e.flags&entSQPKnown != 0, e.sport, e.hash
 }
 
 // sweep evicts every flow that sent nothing in window w or later, and
@@ -236,7 +255,8 @@ func (s *shard) handleBatch(evs []event) {
 	var sum uint64
 	for i := range evs {
 		if sl := t.slots[evs[i].hash&t.mask]; sl.idx != 0 {
-			sum += t.entries[sl.idx-1].hash
+			e := &t.entries[sl.idx-1]
+			sum += e.hash + e.rec.C[FlowPackets] // the first and the last line a frame updates
 		}
 	}
 	s.warm += sum
@@ -256,7 +276,7 @@ func (s *shard) handle(ev *event) {
 		}
 	}
 	e := &s.tab.entries[idx]
-	r := s.record(idx, win)
+	r := s.counters(idx, e, win)
 	r.C[FlowBytes] += uint64(ev.wire)
 	r.C[FlowPayloadBytes] += uint64(ev.payload)
 	r.C[FlowPackets]++
@@ -277,7 +297,6 @@ func (s *shard) handle(ev *event) {
 	if f&evRequest != 0 {
 		s.trackPSN(e, r, win, ev)
 	}
-	// matchLatency may add a record to the window: r is not used after it.
 	if f&(evReadRespHead|evAck) != 0 && e.peer >= 0 {
 		s.matchLatency(e, win, ev)
 	}
@@ -298,22 +317,45 @@ func countFlags(r *FlowRecord, f uint16) {
 	}
 }
 
-// record returns the record of entry idx in the open window win, adding it
-// to the window's flow list when this is the flow's first packet there. The
-// pointer is valid until the next record is added.
-func (s *shard) record(idx int32, win *Window) *FlowRecord {
+// counters returns where the frame of entry e (at slab position idx) in the
+// open window win counts: e's own counters when they are win's, else e's
+// record in win's flow list (a late frame of a flow that moved on), which
+// is made when the flow has none there yet. A flow's first frame in a newer
+// window moves the counters of its previous window into that window's flow
+// list first. The pointer is valid until the next call.
+func (s *shard) counters(idx int32, e *entry, win *Window) *FlowRecord {
 	w := win.index()
-	p := w & 1
+	switch {
+	case e.win == w:
+		return &e.rec
+	case e.win < w:
+		if e.win != noWindow {
+			s.materialize(e, s.open[e.win&1])
+		}
+		e.rec = FlowRecord{Key: e.rec.Key}
+		e.win = w
+		e.lastWin = max(e.lastWin, w)
+		s.active[w&1] = append(s.active[w&1], idx)
+		return &e.rec
+	}
+	if e.prevWin != w {
+		e.prevWin, e.prevRec = w, int32(len(win.Flows))
+		win.Flows = append(win.Flows, FlowRecord{Key: e.rec.Key, SQP: e.sqp, SQPKnown: e.flags&entSQPKnown != 0, Sport: e.sport, hash: e.hash})
+	}
+	return &win.Flows[e.prevRec]
+}
+
+// record returns the counters of entry idx in window win when the flow sent
+// a frame there, or nil.
+func (s *shard) record(idx int32, win *Window) *FlowRecord {
 	e := &s.tab.entries[idx]
-	if e.recSeq[p] != s.seq[p] {
-		e.recSeq[p], e.rec[p] = s.seq[p], int32(len(win.Flows))
-		win.Flows = append(win.Flows, FlowRecord{Key: e.key})
-		s.active[p] = append(s.active[p], idx)
+	switch w := win.index(); w {
+	case e.win:
+		return &e.rec
+	case e.prevWin:
+		return &win.Flows[e.prevRec]
 	}
-	if w > e.lastWin {
-		e.lastWin = w
-	}
-	return &win.Flows[e.rec[p]]
+	return nil
 }
 
 // admit adds the flow of ev to the table, evicting an idle flow when the
@@ -342,7 +384,7 @@ func (s *shard) admit(ev *event) int32 {
 	if j, ok := s.conns[connKey{src: ev.key.Dst, dst: ev.key.Src, sport: ev.sport}]; ok {
 		if r := &s.tab.entries[j]; r.peer < 0 {
 			e.peer, r.peer = j, idx
-			e.sqp, r.sqp = r.key.DQP, e.key.DQP
+			e.sqp, r.sqp = r.rec.Key.DQP, e.rec.Key.DQP
 			e.flags |= entSQPKnown
 			r.flags |= entSQPKnown
 		}
@@ -356,7 +398,7 @@ func (s *shard) evict(v int32) {
 	if e.peer >= 0 {
 		s.tab.entries[e.peer].peer = -1
 	}
-	ck := connKey{src: e.key.Src, dst: e.key.Dst, sport: e.sport}
+	ck := connKey{src: e.rec.Key.Src, dst: e.rec.Key.Dst, sport: e.sport}
 	if j, ok := s.conns[ck]; ok && j == v {
 		delete(s.conns, ck)
 	}
@@ -477,14 +519,19 @@ func (s *shard) matchLatency(e *entry, win *Window, ev *event) {
 		if lat < 0 {
 			continue
 		}
-		r := s.record(e.peer, win)
-		r.C[c]++
+		// The window's quantiles count every match; the requester's
+		// flow counts it when it sent in this window too, so that a
+		// flow with no frame in a window is never part of it.
+		sum := FlowAckLatencySum
 		if c == FlowReadLatencyCount {
-			r.C[FlowReadLatencySum] += uint64(lat)
+			sum = FlowReadLatencySum
 			win.ReadLatency.Add(float64(lat))
 		} else {
-			r.C[FlowAckLatencySum] += uint64(lat)
 			win.AckLatency.Add(float64(lat))
+		}
+		if r := s.record(e.peer, win); r != nil {
+			r.C[c]++
+			r.C[sum] += uint64(lat)
 		}
 	}
 }

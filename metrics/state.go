@@ -307,7 +307,7 @@ func (w *Window) decode(data []byte, reuse bool) error {
 	r := &stateReader{b: body, off: len(stateMagic) + 1}
 	var x Window
 	if reuse {
-		x.Hosts, x.Flows, x.CM = w.Hosts[:0], w.Flows[:0], w.CM[:0]
+		x.Hosts, x.Flows, x.CM, x.order = w.Hosts[:0], w.Flows[:0], w.CM[:0], w.order
 	}
 	x.Start = int64(r.u64())
 	x.Length = int64(r.u64())
@@ -379,6 +379,7 @@ func (w *Window) decode(data []byte, reuse bool) error {
 		if r.err != nil {
 			break
 		}
+		f.hash = f.Key.hash(x.sketchConfig.Seed)
 		x.Flows = append(x.Flows, f)
 	}
 	for range r.count(17 + 17 + 14) {

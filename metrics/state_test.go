@@ -17,7 +17,9 @@ import (
 )
 
 // addrEqual lets cmp compare decode.Addr, whose fields are unexported.
-var addrEqual = cmp.Comparer(func(a, b decode.Addr) bool { return a == b })
+// addrEqual compares addresses by value and flow records with their
+// cached hash.
+var addrEqual = cmp.Options{cmp.Comparer(func(a, b decode.Addr) bool { return a == b }), cmp.AllowUnexported(FlowRecord{})}
 
 // encodeWindow returns the state encoding of w.
 func encodeWindow(t testing.TB, w *Window) []byte {

@@ -32,6 +32,14 @@ func newTable(capacity int) *table {
 	return &table{slots: make([]slot, initialSlots), mask: initialSlots - 1, max: capacity}
 }
 
+// reset empties t, keeping its memory.
+func (t *table) reset() {
+	clear(t.slots)
+	t.entries = t.entries[:0]
+	t.free = t.free[:0]
+	t.used, t.hand = 0, 0
+}
+
 // lookup returns the slab position of key, or -1.
 func (t *table) lookup(key *FlowKey, h uint64) int32 {
 	tag := uint32(h >> 32)
@@ -40,7 +48,7 @@ func (t *table) lookup(key *FlowKey, h uint64) int32 {
 		if s.idx == 0 {
 			return -1
 		}
-		if s.tag == tag && t.entries[s.idx-1].key == *key {
+		if s.tag == tag && t.entries[s.idx-1].rec.Key == *key {
 			return int32(s.idx - 1)
 		}
 	}

@@ -36,7 +36,7 @@ func TestTableAgainstMap(t *testing.T) {
 			delete(want, k)
 		case !ok && !tab.full():
 			idx := tab.insert(&k, h)
-			if tab.entries[idx].key != k || tab.entries[idx].hash != h || tab.entries[idx].peer != -1 {
+			if tab.entries[idx].rec.Key != k || tab.entries[idx].hash != h || tab.entries[idx].peer != -1 {
 				t.Fatalf("step %d: inserted entry %+v", step, tab.entries[idx])
 			}
 			want[k] = idx
@@ -74,7 +74,7 @@ func TestTableVictim(t *testing.T) {
 	// Only the entry idle since window 10 is older than window 11, and the
 	// clock hand finds it wherever it stands.
 	for range 2 * len(keys) {
-		if v := tab.victim(11); v < 0 || tab.entries[v].key != keys[0] {
+		if v := tab.victim(11); v < 0 || tab.entries[v].rec.Key != keys[0] {
 			t.Fatalf("victim before window 11 = %d, want the entry of %v", v, keys[0])
 		}
 	}
@@ -85,7 +85,7 @@ func TestTableVictim(t *testing.T) {
 		if v < 0 {
 			t.Fatal("victim before window 12 = -1")
 		}
-		seen[tab.entries[v].key]++
+		seen[tab.entries[v].rec.Key]++
 	}
 	if seen[keys[0]] != 2 || seen[keys[1]] != 2 {
 		t.Errorf("victims before window 12: %v, want keys 1 and 2 twice each", seen)

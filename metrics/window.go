@@ -25,7 +25,7 @@ type Window struct {
 	Hosts  []string // hosts whose state is in this window, sorted, no duplicates
 
 	Counters Counters
-	Flows    []FlowRecord // exact flow records; canonical (sorted by key) after Normalize
+	Flows    []FlowRecord // exact flow records; canonical (by flow hash, then key) after Normalize
 	CM       []CMMessage  // CM MADs seen, in arrival order per source
 
 	Distinct     *sketch.Distinct      // distinct flows
@@ -35,6 +35,7 @@ type Window struct {
 	ReadLatency  *sketch.Quantile      // READ request → first response, ns
 	AckLatency   *sketch.Quantile      // AckReq request → ACK, ns
 	sketchConfig sketchConfig
+	order        flowOrder // scratch space of Normalize
 }
 
 // CMMessage is what a connection management MAD tells about a connection:
@@ -88,6 +89,15 @@ func newWindow(cfg *Config) (*Window, error) {
 	return w, nil
 }
 
+// mustNewWindow is newWindow for a configuration already validated.
+func mustNewWindow(cfg *Config) *Window {
+	w, err := newWindow(cfg)
+	if err != nil {
+		panic(fmt.Sprintf("metrics: window allocation failed after validation: %v", err))
+	}
+	return w
+}
+
 // index returns the window's index: its start divided by its length.
 func (w *Window) index() int64 { return w.Start / w.Length }
 
@@ -109,18 +119,28 @@ func (w *Window) reset(start, length int64) {
 // Merge adds o, the state of the same window from another worker or host,
 // to w. Both must have the same start, length and sketch configuration.
 // The flow list of w is left unnormalized; call Normalize before reading it.
-func (w *Window) Merge(o *Window) error {
+func (w *Window) Merge(o *Window) error { return w.merge(o, false) }
+
+// mergeDisjoint is Merge for windows that saw disjoint sets of flows, such
+// as the shards of one host: their heavy-hitter tables merge exactly.
+func (w *Window) mergeDisjoint(o *Window) error { return w.merge(o, true) }
+
+func (w *Window) merge(o *Window, disjoint bool) error {
 	if w.Start != o.Start || w.Length != o.Length {
 		return fmt.Errorf("metrics: merge window %d+%d with %d+%d: %w", w.Start, w.Length, o.Start, o.Length, ErrMismatch)
 	}
 	if w.sketchConfig != o.sketchConfig {
 		return fmt.Errorf("metrics: merge window %d: sketch configuration %+v differs from %+v: %w", w.Start, o.sketchConfig, w.sketchConfig, ErrMismatch)
 	}
+	mergeTop := w.Top.Merge
+	if disjoint {
+		mergeTop = w.Top.MergeDisjoint
+	}
 	for _, err := range []error{
 		w.Distinct.Merge(o.Distinct),
 		w.FlowBytes.Merge(o.FlowBytes),
 		w.FlowPackets.Merge(o.FlowPackets),
-		w.Top.Merge(o.Top),
+		mergeTop(o.Top),
 		w.ReadLatency.Merge(o.ReadLatency),
 		w.AckLatency.Merge(o.AckLatency),
 	} {
@@ -139,10 +159,21 @@ func (w *Window) Merge(o *Window) error {
 	return nil
 }
 
+// rankFlows feeds the exact flow records of a normalized window to its
+// heavy-hitter table, in canonical order, so that the table is the same
+// whatever number of workers built the window. (Flows the QP tables could
+// not hold were fed to it frame by frame.)
+func (w *Window) rankFlows() {
+	for i := range w.Flows {
+		f := &w.Flows[i]
+		w.Top.Update(f.hash, f.Key, f.C[FlowBytes])
+	}
+}
+
 // Normalize puts the flow list and the CM messages in canonical order,
 // merging records of the same flow (a flow split across hosts by packet).
 func (w *Window) Normalize() {
-	w.Flows = normalizeFlows(w.Flows)
+	w.Flows = w.order.normalize(w.Flows)
 	slices.SortFunc(w.CM, func(a, b CMMessage) int {
 		if c := compareKeys(FlowKey{Src: a.Src, Dst: a.Dst}, FlowKey{Src: b.Src, Dst: b.Dst}); c != 0 {
 			return c
