@@ -3,6 +3,7 @@ package metrics
 import (
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"github.com/rocescope/rocescope/decode"
 )
@@ -89,5 +90,32 @@ func TestTableVictim(t *testing.T) {
 	}
 	if seen[keys[0]] != 2 || seen[keys[1]] != 2 {
 		t.Errorf("victims before window 12: %v, want keys 1 and 2 twice each", seen)
+	}
+}
+
+// TestEntryLayout checks the cache-line layout handleBatch's fetches rely
+// on.
+func TestEntryLayout(t *testing.T) {
+	var e entry
+	line := func(off uintptr) uintptr { return off / 64 }
+	if s := unsafe.Sizeof(e); s != entrySize {
+		t.Errorf("entry is %d bytes, want %d", s, entrySize)
+	}
+	for _, c := range []struct {
+		name string
+		off  uintptr
+		want uintptr
+	}{
+		{"hash", unsafe.Offsetof(e.hash), 0},
+		{"key", unsafe.Offsetof(e.rec) + unsafe.Offsetof(e.rec.Key), 0},
+		{"packets", unsafe.Offsetof(e.rec) + unsafe.Offsetof(e.rec.C) + 8*uintptr(FlowPackets), 2},
+		{"bytes", unsafe.Offsetof(e.rec) + unsafe.Offsetof(e.rec.C) + 8*uintptr(FlowBytes), 2},
+		{"epsn", unsafe.Offsetof(e.epsn), 5},
+		{"peer", unsafe.Offsetof(e.peer), 5},
+		{"flags", unsafe.Offsetof(e.flags), 5},
+	} {
+		if got := line(c.off); got != c.want {
+			t.Errorf("%s at offset %d, line %d, want line %d", c.name, c.off, got, c.want)
+		}
 	}
 }
