@@ -17,12 +17,17 @@
 // # Frames
 //
 // Frame.Time is in ns since the Unix epoch, Frame.OrigLen is the record's
-// original length and len(Frame.Data) its captured length. Frame.Link is
-// the file's link type (the low 16 bits of the pcap header field, whose high
-// bits describe the FCS) or the pcapng interface's, passed through as
-// [decode.LinkType]; Frame.Port is the pcapng interface ID, 0 for pcap. A
-// simple packet block has no timestamp: its frame gets the time of the
-// previous packet of its section.
+// original length and len(Frame.Data) its captured length. Like libpcap and
+// Wireshark, the reader takes records longer than the file's or the
+// interface's snap length, and records whose captured length exceeds their
+// original length; OrigLen is then the original length as the file gives
+// it, smaller than len(Data), which is what tshark shows as frame.len.
+// Frame.Link is the file's link type (the low 16 bits of the pcap header
+// field, whose high bits describe the FCS) or the pcapng interface's,
+// passed through as [decode.LinkType]; Frame.Port is the pcapng interface
+// ID, 0 for pcap (a section may have up to 2^20 interfaces; those from
+// 65535 on share Port 65535). A simple packet block has no timestamp: its
+// frame gets the time of the previous packet of its section.
 //
 // Next fills the whole batch, going from one file to the next within a
 // call. It returns fewer frames only at the end of the input, before an

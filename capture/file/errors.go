@@ -14,9 +14,11 @@ var (
 	// ErrBadMagic means the input is not in a format the reader knows, or
 	// in a version of it that it does not read.
 	ErrBadMagic = errors.New("unknown file format")
-	// ErrRecordTooLarge means a record's captured length exceeds the
-	// snapshot length of its file or interface, Options.SnapLimit, or the
-	// record's own original length.
+	// ErrRecordTooLarge means a record's captured length exceeds
+	// Options.SnapLimit (by default 262144 bytes, the largest record
+	// libpcap and Wireshark read). A record longer than its file's or
+	// interface's snap length, or than its own original length, is read,
+	// as libpcap and Wireshark read it.
 	ErrRecordTooLarge = errors.New("record too large")
 	// ErrBadBlock means a pcapng block is inconsistent: its lengths do not
 	// agree, its body overruns it, or it refers to an unknown interface.

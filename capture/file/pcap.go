@@ -80,9 +80,8 @@ func (r *pcapReader) readHeader() error {
 	if major != pcapVersionMajor {
 		return at.damage(ErrBadMagic, "pcap version %d, want %d", major, pcapVersionMajor)
 	}
-	if snap := r.u32(h[16:]); snap != 0 && snap < r.limit {
-		r.limit = snap
-	}
+	// The header's snap length is not a limit: libpcap and Wireshark read
+	// records longer than it, up to 262144 bytes (DefaultSnapLimit).
 	r.link = decode.LinkType(r.u32(h[20:]) & pcapLinkTypeMask)
 	w.pos += pcapFileHeaderLen
 	r.header = true
@@ -113,16 +112,14 @@ func (r *pcapReader) read(b *capture.Batch) error {
 			capLen := r.u32(h[8:])
 			end := pos + pcapRecordHeaderLen + int(capLen)
 			if capLen <= r.limit && end <= len(data) {
-				if origLen := r.u32(h[12:]); capLen <= origLen {
-					frames = append(frames, capture.Frame{
-						Data:    data[pos+pcapRecordHeaderLen : end : end],
-						Time:    int64(r.u32(h[0:]))*1e9 + int64(r.u32(h[4:]))*r.mul,
-						OrigLen: origLen,
-						Link:    r.link,
-					})
-					pos = end
-					continue
-				}
+				frames = append(frames, capture.Frame{
+					Data:    data[pos+pcapRecordHeaderLen : end : end],
+					Time:    int64(r.u32(h[0:]))*1e9 + int64(r.u32(h[4:]))*r.mul,
+					OrigLen: r.u32(h[12:]),
+					Link:    r.link,
+				})
+				pos = end
+				continue
 			}
 		}
 		// Slow path: refill, or report damage.
@@ -160,14 +157,10 @@ func (r *pcapReader) slow() error {
 		return at.short(err, len(w.data)-w.pos, pcapRecordHeaderLen)
 	}
 	h := w.data[w.pos:]
-	capLen, origLen := r.u32(h[8:]), r.u32(h[12:])
+	capLen := r.u32(h[8:])
 	if capLen > r.limit {
 		r.damaged()
 		return at.damage(ErrRecordTooLarge, "captured length %d exceeds the limit %d", capLen, r.limit)
-	}
-	if capLen > origLen {
-		r.damaged()
-		return at.damage(ErrRecordTooLarge, "captured length %d exceeds the original length %d", capLen, origLen)
 	}
 	need := pcapRecordHeaderLen + int(capLen)
 	if err := w.ensure(need); err != nil {

@@ -36,8 +36,17 @@ const (
 	optTSResol  = 9
 	optTSOffset = 14
 
-	maxInterfaces = 1 << 16 // Frame.Port is 16 bits
+	// maxInterfaces bounds the interfaces of a section, and so the memory
+	// their descriptions take (about 50 bytes each, 50 MiB in all).
+	// Wireshark sets no bound; a real capture has a few interfaces.
+	maxInterfaces = 1 << 20
+	// maxPort is the largest Frame.Port: interfaces from 65535 on share it.
+	maxPort = 1<<16 - 1
 )
+
+// port returns the Frame.Port of interface id: id itself, or maxPort for
+// the interfaces that a 16-bit port cannot number.
+func port(id uint32) uint16 { return uint16(min(id, maxPort)) }
 
 // get16, get32 and get64 read a field in little-endian order, or big-endian
 // when swapped.
@@ -67,7 +76,7 @@ func get64(b []byte, swapped bool) uint64 {
 // iface is what a section says about one of its interfaces.
 type iface struct {
 	link decode.LinkType
-	snap uint32 // 0: no limit
+	snap uint32 // snap length, which cuts simple packet blocks; 0: none
 	// A timestamp t converts to t*mul/div ns for a resolution of 10^-k s,
 	// or to t*1e9 >> shift ns for a resolution of 2^-shift s.
 	mul, div uint64
@@ -222,14 +231,11 @@ func (r *pcapngReader) fast(b *capture.Batch) bool {
 		if get32(h, sw) != blockEPB || length%4 != 0 || length < epbMinLen || length > maxBlock || end > len(data) || get32(data[end-4:], sw) != length {
 			break
 		}
-		id, capLen, origLen := get32(h[8:], sw), get32(h[20:], sw), get32(h[24:], sw)
-		if int64(id) >= int64(len(ifaces)) || capLen > length-epbMinLen || capLen > limit || capLen > origLen {
+		id, capLen := get32(h[8:], sw), get32(h[20:], sw)
+		if int64(id) >= int64(len(ifaces)) || capLen > length-epbMinLen || capLen > limit {
 			break
 		}
 		f := &ifaces[id]
-		if f.snap != 0 && capLen > f.snap {
-			break
-		}
 		ts := uint64(get32(h[12:], sw))<<32 | uint64(get32(h[16:], sw))
 		t := int64(ts*f.mul) + f.offset // the usual µs or ns; ns does not inline
 		if f.binary || f.div != 1 {
@@ -238,9 +244,9 @@ func (r *pcapngReader) fast(b *capture.Batch) bool {
 		frames = append(frames, capture.Frame{
 			Data:    data[pos+28 : pos+28+int(capLen) : pos+28+int(capLen)],
 			Time:    t,
-			OrigLen: origLen,
+			OrigLen: get32(h[24:], sw),
 			Link:    f.link,
-			Port:    uint16(id),
+			Port:    port(id),
 		})
 		pos = end
 	}
@@ -492,7 +498,7 @@ func (r *pcapngReader) packet(b *capture.Batch, blk []byte, typ uint32) error {
 	if room := len(blk) - epbMinLen; int64(capLen) > int64(room) {
 		return r.at().damage(ErrBadBlock, "captured length %d overruns the %d bytes of packet data", capLen, room)
 	}
-	f, err := r.lookup(id, capLen, origLen)
+	f, err := r.lookup(id, capLen)
 	if err != nil {
 		return err
 	}
@@ -504,7 +510,7 @@ func (r *pcapngReader) packet(b *capture.Batch, blk []byte, typ uint32) error {
 		Time:    t,
 		OrigLen: origLen,
 		Link:    f.link,
-		Port:    uint16(id),
+		Port:    port(id),
 	})
 	return nil
 }
@@ -524,7 +530,7 @@ func (r *pcapngReader) simple(b *capture.Batch, blk []byte) error {
 	if room := len(blk) - spbMinLen; int64(capLen) > int64(room) {
 		return r.at().damage(ErrBadBlock, "captured length %d overruns the %d bytes of packet data", capLen, room)
 	}
-	f, err := r.lookup(0, capLen, origLen)
+	f, err := r.lookup(0, capLen)
 	if err != nil {
 		return err
 	}
@@ -538,19 +544,16 @@ func (r *pcapngReader) simple(b *capture.Batch, blk []byte) error {
 	return nil
 }
 
-// lookup returns interface id after checking a packet's lengths against it.
-func (r *pcapngReader) lookup(id, capLen, origLen uint32) (*iface, error) {
+// lookup returns interface id after checking a packet's captured length.
+// Like libpcap and Wireshark, it accepts a packet longer than the
+// interface's snap length or than its own original length; only the
+// reader's limit (Options.SnapLimit) bounds it.
+func (r *pcapngReader) lookup(id, capLen uint32) (*iface, error) {
 	if int64(id) >= int64(len(r.ifaces)) {
 		return nil, r.at().damage(ErrBadBlock, "interface %d not described (section has %d)", id, len(r.ifaces))
 	}
-	f := &r.ifaces[id]
-	switch {
-	case capLen > r.limit:
+	if capLen > r.limit {
 		return nil, r.at().damage(ErrRecordTooLarge, "captured length %d exceeds the limit %d", capLen, r.limit)
-	case f.snap != 0 && capLen > f.snap:
-		return nil, r.at().damage(ErrRecordTooLarge, "captured length %d exceeds the interface's snap length %d", capLen, f.snap)
-	case capLen > origLen:
-		return nil, r.at().damage(ErrRecordTooLarge, "captured length %d exceeds the original length %d", capLen, origLen)
 	}
-	return f, nil
+	return &r.ifaces[id], nil
 }
