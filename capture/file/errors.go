@@ -28,6 +28,11 @@ var (
 	ErrBadGzip = errors.New("corrupt gzip stream")
 )
 
+// errImplausible marks a classic pcap record that KeepGoing treats as
+// damage although its lengths are sound: its header, or the one after it,
+// fails the resynchronisation checks. It is only ever counted.
+var errImplausible = errors.New("implausible record")
+
 // errFull tells Source.Next that the window cannot hold more input without
 // overwriting frames already handed out in this call.
 var errFull = errors.New("capture: read buffers hold lent frames")

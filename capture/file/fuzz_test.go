@@ -37,8 +37,10 @@ func sentinelOf(t *testing.T, err error) error {
 // fuzzRead reads data as a file through the mapped path and as standard
 // input (through small read buffers if small), checks that both give the same frames
 // and error, and returns them. It also reads with KeepGoing and checks that
-// no error comes out, that the frames before the first damage are the
-// same, and that damage was counted exactly when there was some.
+// no error comes out, that damage was counted when there was some, and
+// that the frames are the same when no damage was counted. (KeepGoing may
+// count damage where a plain read finds none: a classic pcap record that
+// fails the resynchronisation checks.)
 func fuzzRead(t *testing.T, data []byte, small bool) ([]frame, error) {
 	path := filepath.Join(t.TempDir(), "fuzz")
 	if err := os.WriteFile(path, data, 0o644); err != nil {
@@ -83,11 +85,11 @@ func fuzzRead(t *testing.T, data []byte, small bool) ([]frame, error) {
 		if st.Received != uint64(len(kept)) {
 			t.Fatalf("KeepGoing: %d frames, Stats %+v", len(kept), st)
 		}
-		if (st.Errors > 0) != (err != nil) {
-			t.Fatalf("KeepGoing counted %d errors; without it the error was %v", st.Errors, err)
+		if err != nil && st.Errors == 0 {
+			t.Fatalf("KeepGoing counted no errors; without it the error was %v", err)
 		}
-		if len(kept) < len(mapped) || diffFrames(mapped, kept[:len(mapped)]) != "" {
-			t.Fatalf("KeepGoing frames do not start with the %d frames before the damage", len(mapped))
+		if st.Errors == 0 && diffFrames(mapped, kept) != "" {
+			t.Fatalf("KeepGoing counted no damage but read other frames (-plain +KeepGoing):\n%s", diffFrames(mapped, kept))
 		}
 	}
 	return mapped, err
