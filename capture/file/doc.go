@@ -9,7 +9,9 @@
 //   - pcapng: several sections in either byte order, several interfaces
 //     with their own link types, snap lengths and timestamp resolutions
 //     (if_tsresol, decimal or binary, and if_tsoffset); enhanced, simple and
-//     obsolete packet blocks; every other block type is skipped;
+//     obsolete packet blocks; interface statistics blocks, whose drop
+//     counters (isb_ifdrop, isb_osdrop) make Stats().Dropped; every other
+//     block type is skipped;
 //   - either of them compressed with gzip.
 //
 // [NewWriter] writes classic pcap with nanosecond timestamps.

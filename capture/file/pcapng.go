@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"io"
 	"math/bits"
+	"sync/atomic"
 
 	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/decode"
@@ -30,14 +31,17 @@ const (
 	idbMinLen     = 20
 	epbMinLen     = 32
 	spbMinLen     = 16
+	isbMinLen     = 24
 	blockOverhead = 64 << 10 // room for headers and options beyond the snap limit
 
 	optEnd      = 0
-	optTSResol  = 9
-	optTSOffset = 14
+	optTSResol  = 9  // IDB if_tsresol
+	optTSOffset = 14 // IDB if_tsoffset
+	optIfDrop   = 5  // ISB isb_ifdrop
+	optOSDrop   = 7  // ISB isb_osdrop
 
 	// maxInterfaces bounds the interfaces of a section, and so the memory
-	// their descriptions take (about 50 bytes each, 50 MiB in all).
+	// their descriptions take (about 64 bytes each, 64 MiB in all).
 	// Wireshark sets no bound; a real capture has a few interfaces.
 	maxInterfaces = 1 << 20
 	// maxPort is the largest Frame.Port: interfaces from 65535 on share it.
@@ -82,7 +86,8 @@ type iface struct {
 	mul, div uint64
 	shift    uint
 	binary   bool
-	offset   int64 // if_tsoffset, in ns
+	offset   int64     // if_tsoffset, in ns
+	drops    [2]uint64 // last isb_ifdrop and isb_osdrop seen
 }
 
 // ns converts a timestamp in the interface's units to ns since the epoch.
@@ -145,7 +150,8 @@ type pcapngReader struct {
 	ifaces    []iface // interfaces of the current section
 	lastTime  int64   // time of the last packet, for simple packet blocks
 
-	blk      int64 // blocks read so far, damaged ones included
+	blk      int64          // blocks read so far, damaged ones included
+	dropped  *atomic.Uint64 // drops the statistics blocks report, summed
 	drop     dropping
 	resume   int64 // window offset to go on from after damage; -1: none
 	scanAll  bool  // after damage, search for a plausible block from resume
@@ -161,9 +167,11 @@ type dropping struct {
 	at      position
 }
 
-// newPcapngReader returns a reader whose packets may be at most limit bytes.
-func newPcapngReader(w *window, path string, limit int) *pcapngReader {
-	return &pcapngReader{w: w, path: path, limit: uint32(limit), maxBlock: uint32(limit + blockOverhead), resume: -1}
+// newPcapngReader returns a reader whose packets may be at most limit
+// bytes. It adds the drops that interface statistics blocks report to
+// dropped.
+func newPcapngReader(w *window, path string, limit int, dropped *atomic.Uint64) *pcapngReader {
+	return &pcapngReader{w: w, path: path, limit: uint32(limit), maxBlock: uint32(limit + blockOverhead), dropped: dropped, resume: -1}
 }
 
 // blockHeader decodes the type and total length at the start of h, which
@@ -309,6 +317,8 @@ func (r *pcapngReader) block(b *capture.Batch) error {
 		err = r.packet(b, blk, typ)
 	case blockSPB:
 		err = r.simple(b, blk)
+	case blockISB:
+		err = r.statistics(blk)
 	}
 	if err != nil {
 		r.damaged(int64(length), false)
@@ -323,7 +333,7 @@ func (r *pcapngReader) block(b *capture.Batch) error {
 // type typ, which must then fit in the window.
 func parsedBlock(typ uint32) bool {
 	switch typ {
-	case blockSHB, blockIDB, blockEPB, blockPB, blockSPB:
+	case blockSHB, blockIDB, blockEPB, blockPB, blockSPB, blockISB:
 		return true
 	}
 	return false
@@ -455,17 +465,15 @@ func (r *pcapngReader) iface(blk []byte) error {
 		mul:  1000, // default resolution: microseconds
 		div:  1,
 	}
-	opts := blk[16 : len(blk)-4]
-	for len(opts) >= 4 {
-		code, n := get16(opts, r.swapped), int(get16(opts[2:], r.swapped))
-		if code == optEnd {
+	for opts := blk[16 : len(blk)-4]; ; {
+		code, v, rest, err := r.option(opts, "interface")
+		if err != nil {
+			return err
+		}
+		if v == nil {
 			break
 		}
-		padded := (n + 3) &^ 3
-		if 4+padded > len(opts) {
-			return r.at().damage(ErrBadBlock, "interface option %d of %d bytes overruns the block", code, n)
-		}
-		v := opts[4 : 4+n]
+		n := len(v)
 		switch code {
 		case optTSResol:
 			if n != 1 || !f.setResolution(v[0]) {
@@ -477,10 +485,87 @@ func (r *pcapngReader) iface(blk []byte) error {
 			}
 			f.offset = int64(get64(v, r.swapped)) * 1e9
 		}
-		opts = opts[4+padded:]
+		opts = rest
 	}
 	r.ifaces = append(r.ifaces, f)
 	return nil
+}
+
+// option splits the first option off opts, the options of a block of the
+// kind what ("interface", "statistics"): its code, value and the options
+// after it. v is nil, with a nil error, at the end of the options (the
+// end-of-options code or fewer than 4 bytes left); else it is non-nil,
+// even when empty.
+func (r *pcapngReader) option(opts []byte, what string) (code uint16, v, rest []byte, err error) {
+	if len(opts) < 4 {
+		return 0, nil, nil, nil
+	}
+	code, n := get16(opts, r.swapped), int(get16(opts[2:], r.swapped))
+	if code == optEnd {
+		return 0, nil, nil, nil
+	}
+	padded := (n + 3) &^ 3
+	if 4+padded > len(opts) {
+		return 0, nil, nil, r.at().damage(ErrBadBlock, "%s option %d of %d bytes overruns the block", what, code, n)
+	}
+	return code, opts[4 : 4+n : 4+n], opts[4+padded:], nil
+}
+
+// statistics adds the increase of an interface statistics block's drop
+// counters (isb_ifdrop and isb_osdrop, cumulative per interface) to the
+// reader's drops. A counter smaller than the last one of its interface
+// was restarted: all of it counts.
+func (r *pcapngReader) statistics(blk []byte) error {
+	if len(blk) < isbMinLen {
+		return r.at().damage(ErrBadBlock, "interface statistics of %d bytes, want at least %d", len(blk), isbMinLen)
+	}
+	id := get32(blk[8:], r.swapped)
+	if int64(id) >= int64(len(r.ifaces)) {
+		return r.at().damage(ErrBadBlock, "statistics of interface %d not described (section has %d)", id, len(r.ifaces))
+	}
+	var seen [2]bool
+	var now [2]uint64
+	for opts := blk[20 : len(blk)-4]; ; {
+		code, v, rest, err := r.option(opts, "statistics")
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			break
+		}
+		if k := dropOption(code); k >= 0 {
+			if len(v) != 8 {
+				return r.at().damage(ErrBadBlock, "statistics option %d of %d bytes, want 8", code, len(v))
+			}
+			seen[k], now[k] = true, get64(v, r.swapped)
+		}
+		opts = rest
+	}
+	f := &r.ifaces[id]
+	for k := range now {
+		if !seen[k] {
+			continue
+		}
+		inc := now[k]
+		if inc >= f.drops[k] {
+			inc -= f.drops[k]
+		}
+		f.drops[k] = now[k]
+		r.dropped.Add(inc)
+	}
+	return nil
+}
+
+// dropOption returns the index in iface.drops of a statistics option
+// code, or -1 for other options.
+func dropOption(code uint16) int {
+	switch code {
+	case optIfDrop:
+		return 0
+	case optOSDrop:
+		return 1
+	}
+	return -1
 }
 
 // packet appends the packet of an enhanced or obsolete packet block. Both

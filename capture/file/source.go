@@ -86,6 +86,7 @@ type Source struct {
 	err   error    // error that ended reading, returned by every later Next
 
 	received, errors  atomic.Uint64
+	dropped           atomic.Uint64 // drops reported by pcapng interface statistics blocks
 	file, done, total atomic.Int64
 }
 
@@ -394,7 +395,7 @@ func (s *Source) pick(magic []byte) error {
 	if len(magic) >= 4 {
 		switch {
 		case bytes.Equal(magic[:4], magics[0]):
-			s.in.rd = newPcapngReader(&s.win, path, s.opts.SnapLimit)
+			s.in.rd = newPcapngReader(&s.win, path, s.opts.SnapLimit, &s.dropped)
 			return nil
 		case isPcapMagic(magic):
 			s.in.rd = newPcapReader(&s.win, path, s.opts.SnapLimit, s.opts.KeepGoing)
@@ -461,12 +462,16 @@ func (s *Source) setOpen(f *os.File) {
 	s.mu.Unlock()
 }
 
-// Stats returns the frames delivered and the damaged records skipped with
-// KeepGoing (at least one per damaged region, see Options.KeepGoing);
-// Dropped is always 0, as files do not drop. It is safe to call
+// Stats returns the frames delivered, the drops the capture itself
+// recorded, and the damaged records skipped with KeepGoing (at least one
+// per damaged region, see Options.KeepGoing). Dropped sums, over the
+// pcapng interface statistics blocks read so far, the increase of each
+// interface's isb_ifdrop and isb_osdrop counters (cumulative per
+// interface; a counter that goes down restarted, and counts whole); it
+// stays 0 for classic pcap, which records no drops. Stats is safe to call
 // concurrently with Next.
 func (s *Source) Stats() capture.Stats {
-	return capture.Stats{Received: s.received.Load(), Errors: s.errors.Load()}
+	return capture.Stats{Received: s.received.Load(), Dropped: s.dropped.Load(), Errors: s.errors.Load()}
 }
 
 // Progress returns which file is being read and how far. It is safe to
