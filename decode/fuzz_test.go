@@ -14,6 +14,7 @@ import (
 var fuzzLinks = []decode.LinkType{
 	decode.LinkEthernet, decode.LinkRaw, decode.LinkLinuxSLL, decode.LinkERF,
 	decode.LinkIPv4, decode.LinkIPv6, decode.LinkInfiniBand, decode.LinkLinuxSLL2,
+	decode.LinkNull,
 }
 
 // FuzzDecode decodes arbitrary bytes as every supported link type and
