@@ -252,6 +252,10 @@ func decodeCases(tb testing.TB) []decodeCase {
 	wantRaw := wantACK
 	wantRaw.Headers &^= eth
 	wantRaw.SrcMAC, wantRaw.DstMAC, wantRaw.EtherType = [6]byte{}, [6]byte{}, 0
+	wantV6Fragment := wantV6
+	wantV6Fragment.Headers, wantV6Fragment.Kind = eth|decode.HasVLAN|ip6|decode.HasFragment, decode.KindOther
+	wantV6Fragment.PayloadLen, wantV6Fragment.Payload = 0, nil
+	wantV6Fragment = defined(&wantV6Fragment)
 	wantRawV6 := wantV6
 	wantRawV6.Headers &^= eth | decode.HasVLAN
 	wantRawV6.SrcMAC, wantRawV6.DstMAC, wantRawV6.EtherType = [6]byte{}, [6]byte{}, 0
@@ -356,8 +360,34 @@ func decodeCases(tb testing.TB) []decodeCase {
 			f := roceV4(0, writeFirst)
 			f[20] = 0x20 // MF
 			return f
-		}(), want: decode.Packet{Headers: eth | ip4, SrcMAC: mA, DstMAC: mB, EtherType: 0x0800, Src: ipA, Dst: ipB,
+		}(), want: decode.Packet{Headers: eth | ip4 | decode.HasFragment, SrcMAC: mA, DstMAC: mB, EtherType: 0x0800, Src: ipA, Dst: ipB,
 			TTL: 64, IPLen: wantWrite.IPLen}},
+		{name: "IPv4 last fragment, offset 1480, DF clear", link: decode.LinkEthernet, frame: func() []byte {
+			f := roceV4(0, writeFirst)
+			f[20], f[21] = 0x00, 185 // offset 185*8
+			return f
+		}(), want: decode.Packet{Headers: eth | ip4 | decode.HasFragment, SrcMAC: mA, DstMAC: mB, EtherType: 0x0800, Src: ipA, Dst: ipB,
+			TTL: 64, IPLen: wantWrite.IPLen}},
+		{name: "IPv4 first fragment, raw IP", link: decode.LinkRaw, frame: func() []byte {
+			f := roceV4(0, writeFirst)[14:]
+			f[6] = 0x20 // MF, offset 0
+			return f
+		}(), want: decode.Packet{Headers: ip4 | decode.HasFragment, Src: ipA, Dst: ipB, TTL: 64, IPLen: wantWrite.IPLen}},
+		{name: "IPv4 DF alone is no fragment", link: decode.LinkEthernet, frame: func() []byte {
+			f := roceV4(0x02, writeFirst)
+			f[20] = 0x40 // DF
+			return f
+		}(), want: wantWrite},
+		{name: "IPv6 fragment header with M set", link: decode.LinkEthernet, frame: func() []byte {
+			f := bytes.Clone(v6)
+			f[22+40+8+3] = 1 // M, offset 0
+			return f
+		}(), want: wantV6Fragment},
+		{name: "IPv6 fragment header with offset 32", link: decode.LinkEthernet, frame: func() []byte {
+			f := bytes.Clone(v6)
+			f[22+40+8+2] = 0x01 // offset 0x100>>3, M clear
+			return f
+		}(), want: wantV6Fragment},
 
 		// Malformed frames: Err says which header is wrong.
 		{name: "IPv4 IHL 4", link: decode.LinkEthernet, frame: func() []byte { f := bytes.Clone(ackNAK); f[14] = 0x44; return f }(),

@@ -327,7 +327,8 @@ func (p *Packet) rawIP(b []byte, port uint16) Error {
 }
 
 // ipv4 decodes an IPv4 header (with options) and what its protocol
-// announces. Fragments other than a whole datagram are not followed.
+// announces. A fragment (MF set or a non-zero offset) sets HasFragment and
+// is not followed: the decoder does not reassemble.
 func (p *Packet) ipv4(b []byte, port uint16) Error {
 	if len(b) < 20 {
 		return ErrTruncated
@@ -344,7 +345,8 @@ func (p *Packet) ipv4(b []byte, port uint16) Error {
 		return ErrTruncated
 	}
 	if be16(b[6:8])&0x3fff != 0 {
-		return 0 // a fragment: MF set or a non-zero offset
+		p.Headers |= HasFragment // MF set or a non-zero offset
+		return 0
 	}
 	return p.ipPayload(b[9], limit(b, total)[hl:], total-hl, port)
 }
@@ -359,7 +361,9 @@ func (p *Packet) setIPv4(b []byte) {
 
 // ipv6 decodes an IPv6 header, its hop-by-hop, routing, fragment and
 // destination options extension headers, and what the last one announces.
-// Fragments other than a whole datagram are not followed.
+// A fragment header with M set or a non-zero offset sets HasFragment and
+// ends decoding (no reassembly); an atomic fragment (neither) is a whole
+// datagram and is followed.
 func (p *Packet) ipv6(b []byte, port uint16) Error {
 	if len(b) < 40 {
 		return ErrTruncated
@@ -396,7 +400,8 @@ func (p *Packet) ipv6(b []byte, port uint16) Error {
 				return ErrTruncated
 			}
 			if be16(b[2:4])&0xfff9 != 0 {
-				return 0 // a fragment: M set or a non-zero offset
+				p.Headers |= HasFragment // M set or a non-zero offset
+				return 0
 			}
 			hl = 8
 		default:

@@ -59,6 +59,7 @@ const (
 	HasCM                              // communication management MAD on QP1
 	HasPFC                             // PFC frame
 	HasPause                           // 802.3x pause frame
+	HasFragment                        // an IP fragment (IPv4 MF or offset; IPv6 fragment header with M or offset): its payload is not decoded
 )
 
 // Mirror identifies the switch mirror encapsulation around a frame.
