@@ -58,7 +58,8 @@
 //
 // A damaged input yields an error that names the file, the record or block
 // number (1-based) and the byte offset, and wraps one of [ErrTruncated],
-// [ErrBadMagic], [ErrRecordTooLarge], [ErrBadBlock] or [ErrBadGzip].
+// [ErrBadMagic], [ErrRecordTooLarge], [ErrBadBlock], [ErrBadRecord] or
+// [ErrBadGzip].
 // Offsets in gzip input count decompressed bytes. Next first returns the
 // frames before the damage, then the error, and then the same error again.
 // With Options.KeepGoing the damage is counted in Stats().Errors instead and

@@ -38,7 +38,8 @@ type pcapReader struct {
 	lastSec  uint32 // seconds of the last good record, for resynchronisation
 	seen     bool   // a good record has been read: lastSec is set
 	scanning bool   // looking for the next plausible record after damage
-	resume   int64  // window offset to scan from after damage; -1: none
+	resume   int64  // window offset to go on from after damage; -1: none
+	rescan   bool   // search for a plausible record from resume
 	vouched  int64  // offset of a record the slow path found sound although the header after it is not
 }
 
@@ -139,7 +140,8 @@ func (r *pcapReader) read(b *capture.Batch) error {
 			h := data[pos : pos+pcapRecordHeaderLen]
 			capLen := r.u32(h[8:])
 			end := pos + pcapRecordHeaderLen + int(capLen)
-			if capLen <= r.limit && end <= len(data) && (!r.strict || r.sound(data[pos:], end-pos, prev) || w.base+int64(pos) == r.vouched) {
+			if capLen <= r.limit && end <= len(data) && (r.link != decode.LinkERF || erfSound(data[pos+pcapRecordHeaderLen:end])) &&
+				(!r.strict || r.sound(data[pos:], end-pos, prev) || w.base+int64(pos) == r.vouched) {
 				if r.strict {
 					prev = int64(r.u32(h[0:]))
 				}
@@ -203,6 +205,10 @@ func (r *pcapReader) slow() error {
 		}
 		return at.short(err, len(w.data)-w.pos, need)
 	}
+	if r.link == decode.LinkERF && !erfSound(w.data[w.pos+pcapRecordHeaderLen:w.pos+need]) {
+		r.skipped(need)
+		return at.damage(ErrBadRecord, "%s", erfDamage(w.data[w.pos+pcapRecordHeaderLen:]))
+	}
 	if !r.strict {
 		return nil
 	}
@@ -237,7 +243,14 @@ func (r *pcapReader) slow() error {
 // resynchronisation would start.
 func (r *pcapReader) damaged() {
 	r.rec++
-	r.resume = r.w.offset() + 1
+	r.resume, r.rescan = r.w.offset()+1, true
+}
+
+// skipped notes that the record at the read position, of n bytes with its
+// header, is bad but has sound lengths: reading may go on right after it.
+func (r *pcapReader) skipped(n int) {
+	r.rec++
+	r.resume, r.rescan = r.w.offset()+int64(n), false
 }
 
 // resync prepares reading to go on after damage. It reports false when the
@@ -248,7 +261,7 @@ func (r *pcapReader) resync() bool {
 	}
 	r.w.pos = int(r.resume - r.w.base)
 	r.resume = -1
-	r.scanning = true
+	r.scanning = r.rescan
 	return true
 }
 

@@ -244,6 +244,9 @@ func (r *pcapngReader) fast(b *capture.Batch) bool {
 			break
 		}
 		f := &ifaces[id]
+		if f.link == decode.LinkERF && !erfSound(data[pos+28:pos+28+int(capLen)]) {
+			break
+		}
 		ts := uint64(get32(h[12:], sw))<<32 | uint64(get32(h[16:], sw))
 		t := int64(ts*f.mul) + f.offset // the usual µs or ns; ns does not inline
 		if f.binary || f.div != 1 {
@@ -583,7 +586,8 @@ func (r *pcapngReader) packet(b *capture.Batch, blk []byte, typ uint32) error {
 	if room := len(blk) - epbMinLen; int64(capLen) > int64(room) {
 		return r.at().damage(ErrBadBlock, "captured length %d overruns the %d bytes of packet data", capLen, room)
 	}
-	f, err := r.lookup(id, capLen)
+	data := blk[28 : 28+capLen : 28+capLen]
+	f, err := r.lookup(id, data)
 	if err != nil {
 		return err
 	}
@@ -591,7 +595,7 @@ func (r *pcapngReader) packet(b *capture.Batch, blk []byte, typ uint32) error {
 	r.lastTime = t
 	r.w.lent[r.w.cur] = true
 	b.Frames = append(b.Frames, capture.Frame{
-		Data:    blk[28 : 28+capLen : 28+capLen],
+		Data:    data,
 		Time:    t,
 		OrigLen: origLen,
 		Link:    f.link,
@@ -615,13 +619,14 @@ func (r *pcapngReader) simple(b *capture.Batch, blk []byte) error {
 	if room := len(blk) - spbMinLen; int64(capLen) > int64(room) {
 		return r.at().damage(ErrBadBlock, "captured length %d overruns the %d bytes of packet data", capLen, room)
 	}
-	f, err := r.lookup(0, capLen)
+	data := blk[12 : 12+capLen : 12+capLen]
+	f, err := r.lookup(0, data)
 	if err != nil {
 		return err
 	}
 	r.w.lent[r.w.cur] = true
 	b.Frames = append(b.Frames, capture.Frame{
-		Data:    blk[12 : 12+capLen : 12+capLen],
+		Data:    data,
 		Time:    r.lastTime,
 		OrigLen: origLen,
 		Link:    f.link,
@@ -629,16 +634,21 @@ func (r *pcapngReader) simple(b *capture.Batch, blk []byte) error {
 	return nil
 }
 
-// lookup returns interface id after checking a packet's captured length.
-// Like libpcap and Wireshark, it accepts a packet longer than the
-// interface's snap length or than its own original length; only the
-// reader's limit (Options.SnapLimit) bounds it.
-func (r *pcapngReader) lookup(id, capLen uint32) (*iface, error) {
+// lookup returns interface id after checking a packet's data: its length,
+// and for an ERF interface the ERF record length. Like libpcap and
+// Wireshark, it accepts a packet longer than the interface's snap length
+// or than its own original length; only the reader's limit
+// (Options.SnapLimit) bounds it.
+func (r *pcapngReader) lookup(id uint32, data []byte) (*iface, error) {
 	if int64(id) >= int64(len(r.ifaces)) {
 		return nil, r.at().damage(ErrBadBlock, "interface %d not described (section has %d)", id, len(r.ifaces))
 	}
-	if capLen > r.limit {
-		return nil, r.at().damage(ErrRecordTooLarge, "captured length %d exceeds the limit %d", capLen, r.limit)
+	if len(data) > int(r.limit) {
+		return nil, r.at().damage(ErrRecordTooLarge, "captured length %d exceeds the limit %d", len(data), r.limit)
 	}
-	return &r.ifaces[id], nil
+	f := &r.ifaces[id]
+	if f.link == decode.LinkERF && !erfSound(data) {
+		return nil, r.at().damage(ErrBadRecord, "%s", erfDamage(data))
+	}
+	return f, nil
 }

@@ -108,3 +108,72 @@ func TestStatisticsErrors(t *testing.T) {
 		})
 	}
 }
+
+// erfRecord returns an ERF InfiniBand record (type 21) of 16+n bytes whose
+// header gives the record length rlen.
+func erfRecord(rlen uint16, n int) []byte {
+	h := binary.BigEndian.AppendUint64(nil, 0)
+	h = append(h, 21, 0)
+	h = binary.BigEndian.AppendUint16(h, rlen)
+	h = binary.BigEndian.AppendUint16(h, 0)
+	h = binary.BigEndian.AppendUint16(h, uint16(n))
+	return append(h, seq(0xa0, n)...)
+}
+
+// TestERFRecordLength checks that an ERF record whose record length is
+// below its 16-byte header, which Wireshark's ERF reader rejects as a bad
+// file, is an error naming the file, record and offset, and that
+// KeepGoing skips it alone and counts it.
+func TestERFRecordLength(t *testing.T) {
+	le := binary.LittleEndian
+	recs := [][]byte{erfRecord(36, 20), erfRecord(8, 20), erfRecord(36, 20), erfRecord(16, 0)}
+	pc := pcapHeader(le, 0xa1b2c3d4, 0, 197)
+	ng := appendBlock(nil, blockSHB, shbBody(le), le)
+	ng = appendBlock(ng, blockIDB, idbBody(le, 1, 0, nil), le)
+	ng = appendBlock(ng, blockIDB, idbBody(le, 197, 0, nil), le)
+	var want []frame
+	for i, r := range recs {
+		pc = pcapRecord(pc, le, sec0+uint32(i), 0, r, uint32(len(r)))
+		ng = appendBlock(ng, blockEPB, epbBody(le, 1, uint64(sec0+i)*1e6, r, uint32(len(r))), le)
+		want = append(want, frame{r, ns0 + int64(i)*1e9, uint32(len(r)), 197, 0})
+	}
+	ngWant := slices.Clone(want)
+	for i := range ngWant {
+		ngWant[i].Port = 1
+	}
+	for _, c := range []struct {
+		name, where string
+		file        []byte
+		want        []frame
+	}{
+		{"pcap", "record 2 at offset 76: bad record: ERF record length 8 is below the 16-byte ERF header", pc, want},
+		{"pcapng", "block 5 at offset 136: bad record: ERF record length 8 is below the 16-byte ERF header", ng, ngWant},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			paths := writeTemp(t, c.file)
+			src, err := Open(paths, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			got, err := readAll(t, src, 4)
+			if want := "capture: " + paths[0] + ": " + c.where; !errors.Is(err, ErrBadRecord) || err.Error() != want {
+				t.Errorf("error %v,\nwant %q", err, want)
+			}
+			if diff := diffFrames(c.want[:1], got); diff != "" {
+				t.Errorf("frames before the error (-want +got):\n%s", diff)
+			}
+
+			got, kept, err := readFiles(t, &Options{KeepGoing: true}, c.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := diffFrames(without(c.want, 1), got); diff != "" {
+				t.Errorf("KeepGoing frames (-want +got):\n%s", diff)
+			}
+			if s := kept.Stats(); s.Errors != 1 {
+				t.Errorf("KeepGoing: Stats() = %+v, want 1 error", s)
+			}
+		})
+	}
+}
