@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/tsharktest"
 )
 
 // lengthFiles returns crafted files whose records libpcap and Wireshark
@@ -49,7 +49,7 @@ func lengthFiles() map[string]struct {
 // path, and whether tshark read the file without an error.
 func tsharkLens(t *testing.T, path string) ([][2]int, bool) {
 	t.Helper()
-	out, err := exec.Command("tshark", "-r", path, "-T", "fields", "-e", "frame.len", "-e", "frame.cap_len").Output()
+	out, err := tsharktest.Run(t, path, "-T", "fields", "-e", "frame.len", "-e", "frame.cap_len")
 	var lens [][2]int
 	for line := range strings.Lines(string(out)) {
 		l, c, _ := strings.Cut(strings.TrimSpace(line), "\t")
@@ -70,7 +70,7 @@ func tsharkLens(t *testing.T, path string) ([][2]int, bool) {
 // shows: OrigLen is the original length as the file says. A record of
 // 262145 bytes is refused by both.
 func TestLengthsAgainstTshark(t *testing.T) {
-	needTool(t, "tshark")
+	tsharktest.Require(t)
 	dir := t.TempDir()
 	for name, c := range lengthFiles() {
 		t.Run(name, func(t *testing.T) {
