@@ -36,12 +36,12 @@ func sentinelOf(t *testing.T, err error) error {
 
 // fuzzRead reads data as a file through the mapped path and as standard
 // input (through small read buffers if small), checks that both give the same frames
-// and error, and returns them. It also reads with KeepGoing and checks that
+// and error, and returns them with the frames read with KeepGoing. It also reads with KeepGoing and checks that
 // no error comes out, that damage was counted when there was some, and
 // that the frames are the same when no damage was counted. (KeepGoing may
 // count damage where a plain read finds none: a classic pcap record that
 // fails the resynchronisation checks.)
-func fuzzRead(t *testing.T, data []byte, small bool) ([]frame, error) {
+func fuzzRead(t *testing.T, data []byte, small bool) (frames, keptFrames []frame, err error) {
 	path := filepath.Join(t.TempDir(), "fuzz")
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
@@ -69,6 +69,7 @@ func fuzzRead(t *testing.T, data []byte, small bool) ([]frame, error) {
 		return got, err, src.Stats()
 	}
 	mapped, err, _ := read(false, false)
+	var keptMapped []frame
 	sentinel := sentinelOf(t, err)
 	streamed, err2, _ := read(true, false)
 	if diff := diffFrames(mapped, streamed); diff != "" {
@@ -91,8 +92,11 @@ func fuzzRead(t *testing.T, data []byte, small bool) ([]frame, error) {
 		if st.Errors == 0 && diffFrames(mapped, kept) != "" {
 			t.Fatalf("KeepGoing counted no damage but read other frames (-plain +KeepGoing):\n%s", diffFrames(mapped, kept))
 		}
+		if !stdin {
+			keptMapped = kept
+		}
 	}
-	return mapped, err
+	return mapped, keptMapped, err
 }
 
 // parsePcap is an independent, plain reading of a classic pcap file: the
@@ -152,15 +156,20 @@ func parsePcap(data []byte) (frames []frame, err error, ok bool) {
 
 // FuzzPcap reads arbitrary input: it must not panic, must fail only with
 // the sentinels, and for classic pcap must return what a plain independent
-// parse finds.
+// parse finds, and with KeepGoing only plausible records of the input.
 func FuzzPcap(f *testing.F) {
 	// Seeds: testdata/fuzz/FuzzPcap.
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Small read buffers hold classic pcap records only.
-		got, err := fuzzRead(t, data, len(data) >= 4 && isPcapMagic(data))
+		got, kept, err := fuzzRead(t, data, len(data) >= 4 && isPcapMagic(data))
 		want, wantErr, ok := parsePcap(data)
 		if !ok {
 			return
+		}
+		for i, fr := range kept {
+			if fr.OrigLen == 0 || fr.OrigLen > maxOrigLen || uint32(len(fr.Data)) > fr.OrigLen || !bytes.Contains(data, fr.Data) {
+				t.Fatalf("KeepGoing frame %d: %d bytes of %d: not a plausible record of the input", i+1, len(fr.Data), fr.OrigLen)
+			}
 		}
 		if s := sentinelOf(t, err); s != wantErr {
 			t.Fatalf("error %v, the plain parse finds %v", err, wantErr)
@@ -177,7 +186,7 @@ func FuzzPcap(f *testing.F) {
 func FuzzPcapng(f *testing.F) {
 	// Seeds: testdata/fuzz/FuzzPcapng.
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, _ := fuzzRead(t, data, false)
+		got, _, _ := fuzzRead(t, data, false)
 		for i, fr := range got {
 			if len(fr.Data) > fuzzLimit {
 				t.Fatalf("frame %d: %d bytes, limit %d", i+1, len(fr.Data), fuzzLimit)

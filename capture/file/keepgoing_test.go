@@ -126,3 +126,44 @@ func TestKeepGoingNoPhantoms(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepGoingNoPhantomsPcapng damages a ten-packet pcapng file whose
+// packets are mostly zero bytes and checks that KeepGoing delivers exactly
+// the undamaged packets.
+func TestKeepGoingNoPhantomsPcapng(t *testing.T) {
+	_, want, _ := tenRecords()
+	le := binary.LittleEndian
+	file := appendBlock(nil, blockSHB, shbBody(le), le)
+	file = appendBlock(file, blockIDB, idbBody(le, 1, 0, nil), le)
+	var offs []int
+	for _, f := range want {
+		offs = append(offs, len(file))
+		file = appendBlock(file, blockEPB, epbBody(le, 0, uint64(f.Time/1000), f.Data, f.OrigLen), le)
+	}
+	for _, c := range []struct {
+		name   string
+		file   []byte
+		want   []frame
+		errors uint64
+	}{
+		{"intact", file, want, 0},
+		{"first length huge", patch(file, offs[0]+4, 0x7ffffff0), without(want, 0), 1},
+		{"middle trailing length", patch(file, offs[5]-4, 12), without(want, 4), 1},
+		{"header zeroed", func() []byte { b := slices.Clone(file); clear(b[offs[3] : offs[3]+12]); return b }(), without(want, 3), 1},
+		{"zeros between blocks", insert(file, offs[5], make([]byte, 64)...), want, 1},
+		{"blocks cut out", slices.Concat(file[:offs[1]+20], file[offs[3]:]), without(want, 1, 2), 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, src, err := readFiles(t, &Options{KeepGoing: true}, c.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := diffFrames(c.want, got); diff != "" {
+				t.Errorf("frames (-want +got):\n%s", diff)
+			}
+			if s := src.Stats(); s.Errors != c.errors || s.Received != uint64(len(c.want)) {
+				t.Errorf("Stats() = %+v, want %d received and %d errors", s, len(c.want), c.errors)
+			}
+		})
+	}
+}
