@@ -183,6 +183,8 @@ func TestOpenErrors(t *testing.T) {
 func TestPrefixes(t *testing.T) {
 	pc, pcWant := basePcap(65535)
 	ng, ngWant := basePcapng()
+	le := binary.LittleEndian
+	isb := appendBlock(ng, blockISB, isbBody(le, 0, 0, counters(le, 3, 4)), le)
 	for _, c := range []struct {
 		name   string
 		file   []byte
@@ -191,6 +193,7 @@ func TestPrefixes(t *testing.T) {
 	}{
 		{"pcap", pc, pcWant, map[int]int{24: 0, 50: 1, 76: 2}},
 		{"pcapng", ng, ngWant, map[int]int{28: 0, 48: 0, 92: 1, 136: 2}},
+		{"pcapng statistics", isb, ngWant, map[int]int{28: 0, 48: 0, 92: 1, 136: 2, 180: 3}},
 	} {
 		for n := range len(c.file) {
 			t.Run(fmt.Sprintf("%s/%d", c.name, n), func(t *testing.T) {
