@@ -269,18 +269,18 @@ func (r *pcapReader) resync() bool {
 // resyncChain-1 more plausible headers (or by the end of the file).
 const (
 	resyncChain   = 3
-	maxOrigLen    = DefaultSnapLimit // largest original length of a candidate
+	maxOrigLen    = DefaultSnapLimit // largest original length of a candidate, unless the limit is larger
 	resyncNoTime  = -1               // plausible's prev: no time to compare with
 	resyncMaxSpan = secondsMaxDrift  // largest time step between candidates, in s
 )
 
 // plausible reports whether h starts with a record header that could be
-// real: 0 < caplen <= orig_len <= 262144, caplen within the limit, a
-// timestamp fraction below one second, and, unless prev is resyncNoTime, a
-// time within a week of prev (seconds).
+// real: caplen <= orig_len, 0 < orig_len <= max(262144, limit), caplen
+// within the limit, a timestamp fraction below one second, and, unless
+// prev is resyncNoTime, a time within a week of prev (seconds).
 func (r *pcapReader) plausible(h []byte, prev int64) bool {
 	capLen, origLen := r.u32(h[8:]), r.u32(h[12:])
-	if capLen > r.limit || capLen > origLen || origLen == 0 || origLen > maxOrigLen || r.u32(h[4:]) >= r.fracMax {
+	if capLen > r.limit || capLen > origLen || origLen == 0 || origLen > max(maxOrigLen, r.limit) || r.u32(h[4:]) >= r.fracMax {
 		return false
 	}
 	if prev == resyncNoTime {

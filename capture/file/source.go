@@ -30,17 +30,18 @@ type Options struct {
 	// KeepGoing counts damaged records in Stats().Errors and skips them
 	// instead of failing.
 	//
-	// A classic pcap record header is plausible when 0 < caplen <=
-	// orig_len <= 262144, caplen is within SnapLimit, the fraction is
-	// below a second, and its time is within a week of the previous good
-	// record's. With KeepGoing every record must be plausible and followed
-	// by a plausible header (or the end of the file); a record followed by
-	// an implausible one is damaged too if a chain of plausible records
-	// starts inside its bytes (it was cut short). After damage, reading
-	// goes on at the first offset, searched byte by byte, that starts a
-	// chain of three plausible records, each within a week of the one
-	// before (or fewer reaching the exact end of the file): payload bytes
-	// are not taken for records.
+	// A classic pcap record header is plausible when caplen <= orig_len,
+	// 0 < orig_len <= 262144 (or SnapLimit, if larger), caplen is within
+	// SnapLimit, the fraction is below a second, and its time is within a
+	// week of the previous good record's. With KeepGoing every record must
+	// be plausible and followed by a plausible header (or the end of the
+	// file); a record followed by an implausible one is damaged too if a
+	// chain of plausible records starts inside its bytes (it was cut
+	// short). After damage, reading goes on at the first offset, searched
+	// byte by byte, that starts a chain of three plausible records, each
+	// within a week of the one before (or fewer reaching the exact end of
+	// the file): payload bytes are not taken for records. A record with
+	// sound lengths but bad contents (ErrBadRecord) is skipped alone.
 	//
 	// For pcapng, reading goes on at the next block, found in steps of 4
 	// bytes, of a known type whose two lengths agree (a block with sound
