@@ -18,7 +18,7 @@ const (
 	pcapVersionMajor    = 2
 	pcapVersionMinor    = 4
 	pcapLinkTypeMask    = 0xffff // the upper bits of the link type field carry FCS information
-	secondsMaxDrift     = 7 * 24 * 3600
+	secondsMaxDrift     = 7 * 24 * 3600 // largest time step between plausible records, in s
 )
 
 // pcapReader reads the records of a classic pcap file out of the window.
@@ -268,10 +268,9 @@ func (r *pcapReader) resync() bool {
 // Resynchronisation: a candidate record header must be followed by
 // resyncChain-1 more plausible headers (or by the end of the file).
 const (
-	resyncChain   = 3
-	maxOrigLen    = DefaultSnapLimit // largest original length of a candidate, unless the limit is larger
-	resyncNoTime  = -1               // plausible's prev: no time to compare with
-	resyncMaxSpan = secondsMaxDrift  // largest time step between candidates, in s
+	resyncChain  = 3
+	maxOrigLen   = DefaultSnapLimit // largest original length of a candidate, unless the limit is larger
+	resyncNoTime = -1               // plausible's prev: no time to compare with
 )
 
 // plausible reports whether h starts with a record header that could be
@@ -287,7 +286,7 @@ func (r *pcapReader) plausible(h []byte, prev int64) bool {
 		return true
 	}
 	d := int64(r.u32(h[0:])) - prev
-	return d > -resyncMaxSpan && d < resyncMaxSpan
+	return d > -secondsMaxDrift && d < secondsMaxDrift
 }
 
 // scan advances the read position byte by byte to a plausible record
