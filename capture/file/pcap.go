@@ -17,7 +17,7 @@ const (
 	pcapMagicNano       = 0xa1b23c4d
 	pcapVersionMajor    = 2
 	pcapVersionMinor    = 4
-	pcapLinkTypeMask    = 0xffff // the upper bits of the link type field carry FCS information
+	pcapLinkTypeMask    = 0xffff        // the upper bits of the link type field carry FCS information
 	secondsMaxDrift     = 7 * 24 * 3600 // largest time step between plausible records, in s
 )
 
