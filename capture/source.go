@@ -12,9 +12,9 @@ import (
 type Frame struct {
 	Data    []byte          // captured bytes (len(Data) is the capture length)
 	Time    int64           // capture time in ns since the Unix epoch
-	OrigLen uint32          // length of the frame on the wire
+	OrigLen uint32          // length of the frame on the wire, as the source says (a file may say less than len(Data))
 	Link    decode.LinkType // how to decode Data
-	Port    uint16          // interface (pcapng interface ID, live queue index)
+	Port    uint16          // interface: live queue index, or pcapng interface ID (65535 for IDs from 65535 on)
 }
 
 // Batch is a caller-owned set of frames that a [Source] fills. Frames holds

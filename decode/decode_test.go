@@ -252,6 +252,14 @@ func decodeCases(tb testing.TB) []decodeCase {
 	wantRaw := wantACK
 	wantRaw.Headers &^= eth
 	wantRaw.SrcMAC, wantRaw.DstMAC, wantRaw.EtherType = [6]byte{}, [6]byte{}, 0
+	wantV6Fragment := wantV6
+	wantV6Fragment.Headers, wantV6Fragment.Kind = eth|decode.HasVLAN|ip6|decode.HasFragment, decode.KindOther
+	wantV6Fragment.PayloadLen, wantV6Fragment.Payload = 0, nil
+	wantV6Fragment = defined(&wantV6Fragment)
+	wantRawV6 := wantV6
+	wantRawV6.Headers &^= eth | decode.HasVLAN
+	wantRawV6.SrcMAC, wantRawV6.DstMAC, wantRawV6.EtherType = [6]byte{}, [6]byte{}, 0
+	wantRawV6.NumVLAN, wantRawV6.VLANs, wantRawV6.PCP = 0, [2]uint16{}, 0
 
 	wantIB := decode.Packet{
 		Headers: decode.HasLRH | bthH | decode.HasDETH | decode.HasImmDt | crc, Kind: decode.KindIB,
@@ -294,15 +302,17 @@ func decodeCases(tb testing.TB) []decodeCase {
 		{name: "RoCEv2 WRITE First", link: decode.LinkEthernet, frame: roceV4(0x02, writeFirst), want: wantWrite},
 		{name: "raw IPv4 (101)", link: decode.LinkRaw, frame: ackNAK[14:], want: wantRaw},
 		{name: "raw IPv4 (228)", link: decode.LinkIPv4, frame: ackNAK[14:], want: wantRaw},
+		{name: "BSD loopback IPv4, little-endian family 2", link: decode.LinkNull, frame: cat([]byte{2, 0, 0, 0}, ackNAK[14:]), want: wantRaw},
+		{name: "BSD loopback IPv4, big-endian family 2", link: decode.LinkNull, frame: cat([]byte{0, 0, 0, 2}, ackNAK[14:]), want: wantRaw},
+		{name: "BSD loopback IPv6, family 24 (NetBSD, OpenBSD)", link: decode.LinkNull, frame: cat([]byte{24, 0, 0, 0}, v6[22:]), want: wantRawV6},
+		{name: "BSD loopback IPv6, family 28 (FreeBSD)", link: decode.LinkNull, frame: cat([]byte{0, 0, 0, 28}, v6[22:]), want: wantRawV6},
+		{name: "BSD loopback IPv6, family 30 (Darwin)", link: decode.LinkNull, frame: cat([]byte{30, 0, 0, 0}, v6[22:]), want: wantRawV6},
+		{name: "BSD loopback, other family", link: decode.LinkNull, frame: cat([]byte{7, 0, 0, 0}, ackNAK[14:]), want: decode.Packet{}},
 		{name: "Linux SLL", link: decode.LinkLinuxSLL, frame: sll, want: wantSLL},
 		{name: "Linux SLL2", link: decode.LinkLinuxSLL2, frame: sll2, want: wantSLL},
 		{name: "QinQ IPv6 with extension headers", link: decode.LinkEthernet, frame: v6, want: wantV6},
-		{name: "raw IPv6 (229)", link: decode.LinkIPv6, frame: v6[22:], want: func() decode.Packet {
-			w := wantV6
-			w.Headers &^= eth | decode.HasVLAN
-			w.SrcMAC, w.DstMAC, w.EtherType, w.NumVLAN, w.VLANs, w.PCP = [6]byte{}, [6]byte{}, 0, 0, [2]uint16{}, 0
-			return w
-		}()},
+		{name: "raw IPv6 (229)", link: decode.LinkIPv6, frame: v6[22:], want: wantRawV6},
+		{name: "raw IPv6 (101)", link: decode.LinkRaw, frame: v6[22:], want: wantRawV6},
 		{name: "triple tag keeps two, counts three", link: decode.LinkEthernet,
 			frame: cat(ether(0x9100), tag(7, 7, 0x88A8), tag(0, 8, 0x8100), tag(0, 9, 0x0806), make([]byte, 28)),
 			want: decode.Packet{Headers: eth | decode.HasVLAN, SrcMAC: mA, DstMAC: mB, EtherType: 0x0806,
@@ -350,8 +360,34 @@ func decodeCases(tb testing.TB) []decodeCase {
 			f := roceV4(0, writeFirst)
 			f[20] = 0x20 // MF
 			return f
-		}(), want: decode.Packet{Headers: eth | ip4, SrcMAC: mA, DstMAC: mB, EtherType: 0x0800, Src: ipA, Dst: ipB,
+		}(), want: decode.Packet{Headers: eth | ip4 | decode.HasFragment, SrcMAC: mA, DstMAC: mB, EtherType: 0x0800, Src: ipA, Dst: ipB,
 			TTL: 64, IPLen: wantWrite.IPLen}},
+		{name: "IPv4 last fragment, offset 1480, DF clear", link: decode.LinkEthernet, frame: func() []byte {
+			f := roceV4(0, writeFirst)
+			f[20], f[21] = 0x00, 185 // offset 185*8
+			return f
+		}(), want: decode.Packet{Headers: eth | ip4 | decode.HasFragment, SrcMAC: mA, DstMAC: mB, EtherType: 0x0800, Src: ipA, Dst: ipB,
+			TTL: 64, IPLen: wantWrite.IPLen}},
+		{name: "IPv4 first fragment, raw IP", link: decode.LinkRaw, frame: func() []byte {
+			f := roceV4(0, writeFirst)[14:]
+			f[6] = 0x20 // MF, offset 0
+			return f
+		}(), want: decode.Packet{Headers: ip4 | decode.HasFragment, Src: ipA, Dst: ipB, TTL: 64, IPLen: wantWrite.IPLen}},
+		{name: "IPv4 DF alone is no fragment", link: decode.LinkEthernet, frame: func() []byte {
+			f := roceV4(0x02, writeFirst)
+			f[20] = 0x40 // DF
+			return f
+		}(), want: wantWrite},
+		{name: "IPv6 fragment header with M set", link: decode.LinkEthernet, frame: func() []byte {
+			f := bytes.Clone(v6)
+			f[22+40+8+3] = 1 // M, offset 0
+			return f
+		}(), want: wantV6Fragment},
+		{name: "IPv6 fragment header with offset 32", link: decode.LinkEthernet, frame: func() []byte {
+			f := bytes.Clone(v6)
+			f[22+40+8+2] = 0x01 // offset 0x100>>3, M clear
+			return f
+		}(), want: wantV6Fragment},
 
 		// Malformed frames: Err says which header is wrong.
 		{name: "IPv4 IHL 4", link: decode.LinkEthernet, frame: func() []byte { f := bytes.Clone(ackNAK); f[14] = 0x44; return f }(),
@@ -396,7 +432,8 @@ func decodeCases(tb testing.TB) []decodeCase {
 			want: decode.Packet{Err: decode.ErrERF}},
 		{name: "raw IP version 5", link: decode.LinkRaw, frame: []byte{0x50, 0, 0, 0},
 			want: decode.Packet{Err: decode.ErrIPVersion}},
-		{name: "BSD loopback", link: decode.LinkNull, frame: []byte{2, 0, 0, 0}, want: decode.Packet{Err: decode.ErrLinkType}},
+		{name: "unsupported link type (802.11)", link: 105, frame: []byte{2, 0, 0, 0}, want: decode.Packet{Err: decode.ErrLinkType}},
+		{name: "BSD loopback cut in the family", link: decode.LinkNull, frame: []byte{2, 0, 0}, want: decode.Packet{Err: decode.ErrTruncated}},
 		{name: "empty Ethernet frame", link: decode.LinkEthernet, want: decode.Packet{Err: decode.ErrTruncated}},
 	}
 }

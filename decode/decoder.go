@@ -23,7 +23,7 @@ var defaultDecoder Decoder
 // link. Decoding any other link type fails with ErrLinkType.
 func Supported(link LinkType) bool {
 	switch link {
-	case LinkEthernet, LinkRaw, LinkIPv4, LinkIPv6, LinkLinuxSLL,
+	case LinkNull, LinkEthernet, LinkRaw, LinkIPv4, LinkIPv6, LinkLinuxSLL,
 		LinkLinuxSLL2, LinkERF, LinkInfiniBand:
 		return true
 	}
@@ -67,6 +67,8 @@ func (d *Decoder) Decode(p *Packet, frame []byte, link LinkType) error {
 			return nil
 		}
 		e = p.ethernet(frame, port)
+	case LinkNull:
+		e = p.null(frame, port)
 	case LinkRaw:
 		e = p.rawIP(frame, port)
 	case LinkIPv4:
@@ -279,6 +281,37 @@ func limit(b []byte, n int) []byte {
 	return b
 }
 
+// BSD address families of the loopback header: AF_INET, and AF_INET6 as
+// NetBSD/OpenBSD, FreeBSD/DragonFly and Darwin number it.
+const (
+	afInet         = 2
+	afInet6BSD     = 24
+	afInet6FreeBSD = 28
+	afInet6Darwin  = 30
+)
+
+// null decodes a BSD loopback header (link type 0): the address family as
+// a 32-bit number in the byte order of the host that captured, which
+// tells IPv4 from IPv6. A family with any of its upper 16 bits set was
+// written in the other byte order, as Wireshark also reasons. Frames of
+// other families decode as KindOther.
+func (p *Packet) null(b []byte, port uint16) Error {
+	if len(b) < 4 {
+		return ErrTruncated
+	}
+	family := binary.LittleEndian.Uint32(b)
+	if family&0xffff0000 != 0 {
+		family = be32(b)
+	}
+	switch family {
+	case afInet:
+		return p.ipv4(b[4:], port)
+	case afInet6BSD, afInet6FreeBSD, afInet6Darwin:
+		return p.ipv6(b[4:], port)
+	}
+	return 0
+}
+
 // rawIP decodes an IPv4 or IPv6 packet, telling them apart by the version.
 func (p *Packet) rawIP(b []byte, port uint16) Error {
 	if len(b) < 1 {
@@ -294,7 +327,8 @@ func (p *Packet) rawIP(b []byte, port uint16) Error {
 }
 
 // ipv4 decodes an IPv4 header (with options) and what its protocol
-// announces. Fragments other than a whole datagram are not followed.
+// announces. A fragment (MF set or a non-zero offset) sets HasFragment and
+// is not followed: the decoder does not reassemble.
 func (p *Packet) ipv4(b []byte, port uint16) Error {
 	if len(b) < 20 {
 		return ErrTruncated
@@ -311,7 +345,8 @@ func (p *Packet) ipv4(b []byte, port uint16) Error {
 		return ErrTruncated
 	}
 	if be16(b[6:8])&0x3fff != 0 {
-		return 0 // a fragment: MF set or a non-zero offset
+		p.Headers |= HasFragment // MF set or a non-zero offset
+		return 0
 	}
 	return p.ipPayload(b[9], limit(b, total)[hl:], total-hl, port)
 }
@@ -326,7 +361,9 @@ func (p *Packet) setIPv4(b []byte) {
 
 // ipv6 decodes an IPv6 header, its hop-by-hop, routing, fragment and
 // destination options extension headers, and what the last one announces.
-// Fragments other than a whole datagram are not followed.
+// A fragment header with M set or a non-zero offset sets HasFragment and
+// ends decoding (no reassembly); an atomic fragment (neither) is a whole
+// datagram and is followed.
 func (p *Packet) ipv6(b []byte, port uint16) Error {
 	if len(b) < 40 {
 		return ErrTruncated
@@ -363,7 +400,8 @@ func (p *Packet) ipv6(b []byte, port uint16) Error {
 				return ErrTruncated
 			}
 			if be16(b[2:4])&0xfff9 != 0 {
-				return 0 // a fragment: M set or a non-zero offset
+				p.Headers |= HasFragment // M set or a non-zero offset
+				return 0
 			}
 			hl = 8
 		default:

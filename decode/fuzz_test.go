@@ -14,6 +14,7 @@ import (
 var fuzzLinks = []decode.LinkType{
 	decode.LinkEthernet, decode.LinkRaw, decode.LinkLinuxSLL, decode.LinkERF,
 	decode.LinkIPv4, decode.LinkIPv6, decode.LinkInfiniBand, decode.LinkLinuxSLL2,
+	decode.LinkNull,
 }
 
 // FuzzDecode decodes arbitrary bytes as every supported link type and
@@ -21,7 +22,8 @@ var fuzzLinks = []decode.LinkType{
 // Packet decodes exactly as a fresh one; a transport header comes with
 // every extension header its opcode implies; the payload length follows
 // from the enclosing length field; Payload aliases the frame; the JSON is
-// valid and has the members the headers call for.
+// valid and has the members the headers call for; a fragment has an IP
+// header and nothing decoded after it.
 func FuzzDecode(f *testing.F) {
 	for _, c := range decodeCases(f) {
 		f.Add(c.frame, uint8(slices.Index(fuzzLinks, c.link)))
@@ -69,6 +71,10 @@ func FuzzDecode(f *testing.F) {
 		if p.IsRoCE() != (p.Headers&decode.HasBTH != 0 && (p.Kind == decode.KindRoCEv2 || p.Kind == decode.KindRoCEv1 || p.Kind == decode.KindIB)) ||
 			p.Headers&decode.HasPFC != 0 && p.Kind != decode.KindPFC || p.Headers&decode.HasPause != 0 && p.Kind != decode.KindPause {
 			t.Fatalf("kind %v does not match headers %b", p.Kind, p.Headers)
+		}
+		if p.Headers&decode.HasFragment != 0 && (p.Headers&(decode.HasIPv4|decode.HasIPv6) == 0 ||
+			p.Headers&(decode.HasUDP|decode.HasBTH) != 0 || p.Kind != decode.KindOther || err != nil) {
+			t.Fatalf("fragment with headers %b, kind %v, error %v: want an IP header and nothing after it", p.Headers, p.Kind, err)
 		}
 		checkJSON(t, "fuzz", &p, buf)
 	})

@@ -272,7 +272,7 @@ func TestError(t *testing.T) {
 
 func TestSupported(t *testing.T) {
 	for l := decode.LinkType(0); l < 300; l++ {
-		want := map[decode.LinkType]bool{1: true, 101: true, 113: true, 197: true, 228: true, 229: true, 247: true, 276: true}[l]
+		want := map[decode.LinkType]bool{0: true, 1: true, 101: true, 113: true, 197: true, 228: true, 229: true, 247: true, 276: true}[l]
 		if got := decode.Supported(l); got != want {
 			t.Errorf("Supported(%d) = %v, want %v", l, got, want)
 		}

@@ -1,13 +1,12 @@
 package decode
 
 // LinkType is the link-layer header type of a frame, numbered as pcap's
-// LINKTYPE_ values (https://www.tcpdump.org/linktypes.html). LinkNull (0) is
-// BSD loopback, which the decoder does not support.
+// LINKTYPE_ values (https://www.tcpdump.org/linktypes.html).
 type LinkType uint16
 
 // Link types the decoder understands.
 const (
-	LinkNull       LinkType = 0   // BSD loopback; unsupported
+	LinkNull       LinkType = 0   // BSD loopback: 4-byte address family in host byte order, then IPv4 or IPv6
 	LinkEthernet   LinkType = 1   // Ethernet II, with 802.1Q/QinQ tags
 	LinkRaw        LinkType = 101 // raw IPv4 or IPv6, version from the first nibble
 	LinkLinuxSLL   LinkType = 113 // Linux cooked capture v1
@@ -60,6 +59,7 @@ const (
 	HasCM                              // communication management MAD on QP1
 	HasPFC                             // PFC frame
 	HasPause                           // 802.3x pause frame
+	HasFragment                        // an IP fragment (IPv4 MF or offset; IPv6 fragment header with M or offset): its payload is not decoded
 )
 
 // Mirror identifies the switch mirror encapsulation around a frame.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -16,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/tsharktest"
 )
 
 // The reference for every field the decoder reads is Wireshark's
@@ -91,21 +91,14 @@ func (f tsFrame) last(field string) string {
 	return ""
 }
 
-// requireTshark skips the test when tshark is not installed.
-func requireTshark(tb testing.TB) {
-	tb.Helper()
-	if _, err := exec.LookPath("tshark"); err != nil {
-		tb.Skip("tshark not installed; install wireshark's tshark (4.0) to compare with Wireshark")
-	}
-}
-
 // runTshark returns tshark's fields for every frame of path, indexed by
-// frame number - 1. A file of link type 247 (raw InfiniBand), which tshark
-// 4.0 cannot open, is copied with link type 147 (USER0) mapped to the
-// infiniband dissector.
+// frame number - 1, from one tshark run per file, whose output
+// tsharktest caches. A file of link type 247 (raw InfiniBand), which
+// tshark 4.0 cannot open, is copied with link type 147 (USER0) mapped to
+// the infiniband dissector.
 func runTshark(tb testing.TB, path string, link decode.LinkType) []tsFrame {
 	tb.Helper()
-	args := []string{"-r", path}
+	var args []string
 	if link == decode.LinkInfiniBand {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -117,18 +110,15 @@ func runTshark(tb testing.TB, path string, link decode.LinkType) []tsFrame {
 		if err := os.WriteFile(user0, b, 0o644); err != nil {
 			tb.Fatal(err)
 		}
-		args = []string{"-r", user0, "-o", `uat:user_dlts:"User 0 (DLT=147)","infiniband","0","","0",""`}
+		path, args = user0, []string{"-o", `uat:user_dlts:"User 0 (DLT=147)","infiniband","0","","0",""`}
 	}
 	args = append(args, tsharkArgs...)
 	for _, f := range tsharkFields {
 		args = append(args, "-e", f)
 	}
-	cmd := exec.Command("tshark", args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := tsharktest.Run(tb, path, args...)
 	if err != nil {
-		tb.Fatalf("tshark %s: %v: %s", path, err, stderr.String())
+		tb.Fatalf("tshark %s: %v", path, err)
 	}
 	var frames []tsFrame
 	sc := bufio.NewScanner(bytes.NewReader(out))
@@ -728,7 +718,7 @@ func testdataFiles(tb testing.TB) []string {
 
 func TestCorpusAgainstTshark(t *testing.T) {
 	files := corpusFiles(t)
-	requireTshark(t)
+	tsharktest.Require(t)
 	var c comparison
 	for _, f := range files {
 		compareFile(t, &c, f)
@@ -737,7 +727,7 @@ func TestCorpusAgainstTshark(t *testing.T) {
 }
 
 func TestSyntheticAgainstTshark(t *testing.T) {
-	requireTshark(t)
+	tsharktest.Require(t)
 	var c comparison
 	for _, f := range testdataFiles(t) {
 		compareFile(t, &c, f)
@@ -750,7 +740,7 @@ func TestSyntheticAgainstTshark(t *testing.T) {
 // headers of malformed ones anyway) into one capture per link type and
 // compares them with tshark as well.
 func TestHandFramesAgainstTshark(t *testing.T) {
-	requireTshark(t)
+	tsharktest.Require(t)
 	byLink := map[decode.LinkType][][]byte{}
 	for _, c := range decodeCases(t) {
 		if c.port == 0 && c.want.Err == 0 && decode.Supported(c.link) {

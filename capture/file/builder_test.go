@@ -98,3 +98,16 @@ func pbBody(o binary.AppendByteOrder, id uint16, ts uint64, data []byte, orig ui
 func spbBody(o binary.AppendByteOrder, data []byte, orig uint32) []byte {
 	return append(o.AppendUint32(nil, orig), data...)
 }
+
+// isbBody returns the body of an interface statistics block with the given
+// options (without the end-of-options marker).
+func isbBody(o binary.AppendByteOrder, id uint32, ts uint64, opts []byte) []byte {
+	b := o.AppendUint32(nil, id)
+	b = o.AppendUint32(b, uint32(ts>>32))
+	b = o.AppendUint32(b, uint32(ts))
+	if len(opts) > 0 {
+		b = append(b, opts...)
+		b = append(b, 0, 0, 0, 0)
+	}
+	return b
+}

@@ -9,7 +9,9 @@
 //   - pcapng: several sections in either byte order, several interfaces
 //     with their own link types, snap lengths and timestamp resolutions
 //     (if_tsresol, decimal or binary, and if_tsoffset); enhanced, simple and
-//     obsolete packet blocks; every other block type is skipped;
+//     obsolete packet blocks; interface statistics blocks, whose drop
+//     counters (isb_ifdrop, isb_osdrop) make Stats().Dropped; every other
+//     block type is skipped;
 //   - either of them compressed with gzip.
 //
 // [NewWriter] writes classic pcap with nanosecond timestamps.
@@ -17,12 +19,17 @@
 // # Frames
 //
 // Frame.Time is in ns since the Unix epoch, Frame.OrigLen is the record's
-// original length and len(Frame.Data) its captured length. Frame.Link is
-// the file's link type (the low 16 bits of the pcap header field, whose high
-// bits describe the FCS) or the pcapng interface's, passed through as
-// [decode.LinkType]; Frame.Port is the pcapng interface ID, 0 for pcap. A
-// simple packet block has no timestamp: its frame gets the time of the
-// previous packet of its section.
+// original length and len(Frame.Data) its captured length. Like libpcap and
+// Wireshark, the reader takes records longer than the file's or the
+// interface's snap length, and records whose captured length exceeds their
+// original length; OrigLen is then the original length as the file gives
+// it, smaller than len(Data), which is what tshark shows as frame.len.
+// Frame.Link is the file's link type (the low 16 bits of the pcap header
+// field, whose high bits describe the FCS) or the pcapng interface's,
+// passed through as [decode.LinkType]; Frame.Port is the pcapng interface
+// ID, 0 for pcap (a section may have up to 2^20 interfaces; those from
+// 65535 on share Port 65535). A simple packet block has no timestamp: its
+// frame gets the time of the previous packet of its section.
 //
 // Next fills the whole batch, going from one file to the next within a
 // call. It returns fewer frames only at the end of the input, before an
@@ -51,7 +58,8 @@
 //
 // A damaged input yields an error that names the file, the record or block
 // number (1-based) and the byte offset, and wraps one of [ErrTruncated],
-// [ErrBadMagic], [ErrRecordTooLarge], [ErrBadBlock] or [ErrBadGzip].
+// [ErrBadMagic], [ErrRecordTooLarge], [ErrBadBlock], [ErrBadRecord] or
+// [ErrBadGzip].
 // Offsets in gzip input count decompressed bytes. Next first returns the
 // frames before the damage, then the error, and then the same error again.
 // With Options.KeepGoing the damage is counted in Stats().Errors instead and

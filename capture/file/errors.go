@@ -14,17 +14,47 @@ var (
 	// ErrBadMagic means the input is not in a format the reader knows, or
 	// in a version of it that it does not read.
 	ErrBadMagic = errors.New("unknown file format")
-	// ErrRecordTooLarge means a record's captured length exceeds the
-	// snapshot length of its file or interface, Options.SnapLimit, or the
-	// record's own original length.
+	// ErrRecordTooLarge means a record's captured length exceeds
+	// Options.SnapLimit (by default 262144 bytes, the largest record
+	// libpcap and Wireshark read). A record longer than its file's or
+	// interface's snap length, or than its own original length, is read,
+	// as libpcap and Wireshark read it.
 	ErrRecordTooLarge = errors.New("record too large")
 	// ErrBadBlock means a pcapng block is inconsistent: its lengths do not
 	// agree, its body overruns it, or it refers to an unknown interface.
 	ErrBadBlock = errors.New("bad pcapng block")
+	// ErrBadRecord means a record's bytes contradict its link type: an ERF
+	// record (link type 197) whose record length is below the 16 bytes of
+	// its own header, which Wireshark's ERF file reader rejects as a bad
+	// file. (tshark 4.0 shows such a record inside pcap as if the length
+	// were sound.) The record's own lengths are sound, so KeepGoing skips
+	// it alone.
+	ErrBadRecord = errors.New("bad record")
 	// ErrBadGzip means a gzip stream is corrupt: a bad header, checksum or
 	// compressed data. A cut gzip stream is ErrTruncated.
 	ErrBadGzip = errors.New("corrupt gzip stream")
 )
+
+// erfHeaderLen is the length of the ERF record header without extensions.
+const erfHeaderLen = 16
+
+// erfSound reports whether the ERF record in data has a record length
+// (rlen, bytes 10-11, big-endian) of at least its header. A record too
+// short to hold the field is left to the decoder, which finds it
+// truncated.
+func erfSound(data []byte) bool {
+	return len(data) < erfHeaderLen || int(data[10])<<8|int(data[11]) >= erfHeaderLen
+}
+
+// erfDamage describes the ERF record in data that erfSound refused.
+func erfDamage(data []byte) string {
+	return fmt.Sprintf("ERF record length %d is below the %d-byte ERF header", int(data[10])<<8|int(data[11]), erfHeaderLen)
+}
+
+// errImplausible marks a classic pcap record that KeepGoing treats as
+// damage although its lengths are sound: its header, or the one after it,
+// fails the resynchronisation checks. It is only ever counted.
+var errImplausible = errors.New("implausible record")
 
 // errFull tells Source.Next that the window cannot hold more input without
 // overwriting frames already handed out in this call.

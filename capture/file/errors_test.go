@@ -48,7 +48,6 @@ func patch(b []byte, off int, v uint32) []byte {
 func TestErrors(t *testing.T) {
 	pc, pcWant := basePcap(65535)
 	ng, ngWant := basePcapng()
-	small, _ := basePcap(8)
 	for _, c := range []struct {
 		name   string
 		file   []byte
@@ -65,9 +64,7 @@ func TestErrors(t *testing.T) {
 		{"pcap version", patch(pc, 4, 3), nil, 0, ErrBadMagic, "file header at offset 0: unknown file format: pcap version 3, want 2"},
 		{"short record header", pc[:50+15], nil, 1, ErrTruncated, "record 2 at offset 50: truncated input: input ends after 15 of 16 bytes"},
 		{"short record", pc[:76+16+9], nil, 2, ErrTruncated, "record 3 at offset 76: truncated input: input ends after 25 of 26 bytes"},
-		{"over file snap length", small, nil, 0, ErrRecordTooLarge, "record 1 at offset 24: record too large: captured length 10 exceeds the limit 8"},
 		{"over SnapLimit", pc, &Options{SnapLimit: 9}, 0, ErrRecordTooLarge, "record 1 at offset 24: record too large: captured length 10 exceeds the limit 9"},
-		{"over original length", patch(pc, 50+12, 9), nil, 1, ErrRecordTooLarge, "record 2 at offset 50: record too large: captured length 10 exceeds the original length 9"},
 		{"pcapng short block", ng[:136+43], nil, 2, ErrTruncated, "block 5 at offset 136: truncated input: input ends after 43 of 44 bytes"},
 		{"pcapng short block header", ng[:136+11], nil, 2, ErrTruncated, "block 5 at offset 136: truncated input: input ends after 11 of 12 bytes"},
 		{"pcapng byte-order magic", patch(ng, 8, 0x01020304), nil, 0, ErrBadMagic, "block 1 at offset 0: unknown file format: section header byte-order magic 04 03 02 01"},
@@ -77,8 +74,6 @@ func TestErrors(t *testing.T) {
 		{"pcapng length too large", patch(ng, 92+4, 1<<30), nil, 1, ErrBadBlock, "block 4 at offset 92: bad pcapng block: block type 0x6 has total length 1073741824 (want a multiple of 4 from 12 to 327680)"},
 		{"pcapng trailing length", patch(ng, 92+40, 40), nil, 1, ErrBadBlock, "block 4 at offset 92: bad pcapng block: block type 0x6 has total length 44 but trailing length 40"},
 		{"pcapng unknown interface", patch(ng, 92+8, 1), nil, 1, ErrBadBlock, "block 4 at offset 92: bad pcapng block: interface 1 not described (section has 1)"},
-		{"pcapng over original length", patch(ng, 92+24, 9), nil, 1, ErrRecordTooLarge, "block 4 at offset 92: record too large: captured length 10 exceeds the original length 9"},
-		{"pcapng over interface snap length", patch(ng, 28+12, 9), nil, 0, ErrRecordTooLarge, "block 3 at offset 48: record too large: captured length 10 exceeds the interface's snap length 9"},
 		{"pcapng over SnapLimit", ng, &Options{SnapLimit: 9}, 0, ErrRecordTooLarge, "block 3 at offset 48: record too large: captured length 10 exceeds the limit 9"},
 		{"pcapng data overruns block", patch(ng, 92+20, 13), nil, 1, ErrBadBlock, "block 4 at offset 92: bad pcapng block: captured length 13 overruns the 12 bytes of packet data"},
 	} {
@@ -188,6 +183,8 @@ func TestOpenErrors(t *testing.T) {
 func TestPrefixes(t *testing.T) {
 	pc, pcWant := basePcap(65535)
 	ng, ngWant := basePcapng()
+	le := binary.LittleEndian
+	isb := appendBlock(ng, blockISB, isbBody(le, 0, 0, counters(le, 3, 4)), le)
 	for _, c := range []struct {
 		name   string
 		file   []byte
@@ -196,6 +193,7 @@ func TestPrefixes(t *testing.T) {
 	}{
 		{"pcap", pc, pcWant, map[int]int{24: 0, 50: 1, 76: 2}},
 		{"pcapng", ng, ngWant, map[int]int{28: 0, 48: 0, 92: 1, 136: 2}},
+		{"pcapng statistics", isb, ngWant, map[int]int{28: 0, 48: 0, 92: 1, 136: 2, 180: 3}},
 	} {
 		for n := range len(c.file) {
 			t.Run(fmt.Sprintf("%s/%d", c.name, n), func(t *testing.T) {

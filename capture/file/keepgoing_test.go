@@ -2,6 +2,7 @@ package file
 
 import (
 	"encoding/binary"
+	"slices"
 	"testing"
 )
 
@@ -25,7 +26,6 @@ func TestKeepGoing(t *testing.T) {
 		errors uint64
 	}{
 		{"pcap caplen over limit", [][]byte{patch(pc, 50+8, 0xffff0000)}, []frame{pcWant[0], pcWant[2]}, 1},
-		{"pcap caplen over original length", [][]byte{patch(pc, 50+12, 9)}, []frame{pcWant[0], pcWant[2]}, 1},
 		{"pcap garbage between records", [][]byte{insert(pc, 76, 0xff, 0xff, 0xff, 0xff, 0xff)}, pcWant, 1},
 		{"pcap truncated", [][]byte{pc[:len(pc)-1]}, pcWant[:2], 1},
 		{"pcap header", [][]byte{pc[:20]}, nil, 1},
@@ -40,6 +40,121 @@ func TestKeepGoing(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, src, err := readFiles(t, &Options{KeepGoing: true}, c.files...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := diffFrames(c.want, got); diff != "" {
+				t.Errorf("frames (-want +got):\n%s", diff)
+			}
+			if s := src.Stats(); s.Errors != c.errors || s.Received != uint64(len(c.want)) {
+				t.Errorf("Stats() = %+v, want %d received and %d errors", s, len(c.want), c.errors)
+			}
+		})
+	}
+}
+
+// tenRecords returns a little-endian µs pcap file of ten records, their
+// frames and the offset of each record. The frames look like RoCE: an
+// Ethernet/IPv4/UDP header, then mostly zero payload bytes, which read as
+// record headers would have lengths and times of zero.
+func tenRecords() (file []byte, want []frame, offs []int) {
+	le := binary.LittleEndian
+	file = pcapHeader(le, 0xa1b2c3d4, 65535, 1)
+	for i := range 10 {
+		data := make([]byte, 60+8*i)
+		copy(data, seq(0x10, 14))
+		data[12], data[13] = 0x08, 0x00
+		data[14] = 0x45
+		data[36], data[37] = 0x12, 0xb7 // UDP port 4791
+		offs = append(offs, len(file))
+		file = pcapRecord(file, le, sec0, uint32(i*1000), data, uint32(len(data)))
+		want = append(want, frame{data, ns0 + int64(i)*1e6, uint32(len(data)), 1, 0})
+	}
+	return file, want, offs
+}
+
+// without returns want less the frames at the given indices.
+func without(want []frame, skip ...int) []frame {
+	var out []frame
+	for i, f := range want {
+		if !slices.Contains(skip, i) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// TestKeepGoingNoPhantoms damages a ten-record pcap file in several ways
+// and checks that KeepGoing delivers exactly the undamaged records, no
+// phantom frame read out of payload bytes, and counts the skipped records.
+func TestKeepGoingNoPhantoms(t *testing.T) {
+	file, want, offs := tenRecords()
+	zero := func(b []byte, off, n int) []byte {
+		b = slices.Clone(b)
+		clear(b[off : off+n])
+		return b
+	}
+	for _, c := range []struct {
+		name   string
+		file   []byte
+		want   []frame
+		errors uint64
+	}{
+		{"intact", file, want, 0},
+		{"first caplen huge", patch(file, offs[0]+8, 0x7fffffff), without(want, 0), 1},
+		{"middle caplen huge", patch(file, offs[4]+8, 0x7fffffff), without(want, 4), 1},
+		{"last caplen huge", patch(file, offs[9]+8, 0x7fffffff), without(want, 9), 1},
+		{"first header zeroed", zero(file, offs[0], 16), without(want, 0), 1},
+		{"two headers zeroed", zero(zero(file, offs[2], 16), offs[6], 16), without(want, 2, 6), 2},
+		{"caplen points past the end", patch(file, offs[3]+8, uint32(len(file))), without(want, 3), 1},
+		{"garbage between records", insert(file, offs[5], seq(0xff, 37)...), want, 1},
+		{"zeros between records", insert(file, offs[5], make([]byte, 64)...), want, 1},
+		{"record cut out", slices.Concat(file[:offs[3]+9], file[offs[4]:]), without(want, 3), 1},
+		{"two records cut out", slices.Concat(file[:offs[1]+20], file[offs[3]:]), without(want, 1, 2), 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, src, err := readFiles(t, &Options{KeepGoing: true}, c.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := diffFrames(c.want, got); diff != "" {
+				t.Errorf("frames (-want +got):\n%s", diff)
+			}
+			if s := src.Stats(); s.Errors != c.errors || s.Received != uint64(len(c.want)) {
+				t.Errorf("Stats() = %+v, want %d received and %d errors", s, len(c.want), c.errors)
+			}
+		})
+	}
+}
+
+// TestKeepGoingNoPhantomsPcapng damages a ten-packet pcapng file whose
+// packets are mostly zero bytes and checks that KeepGoing delivers exactly
+// the undamaged packets.
+func TestKeepGoingNoPhantomsPcapng(t *testing.T) {
+	_, want, _ := tenRecords()
+	le := binary.LittleEndian
+	file := appendBlock(nil, blockSHB, shbBody(le), le)
+	file = appendBlock(file, blockIDB, idbBody(le, 1, 0, nil), le)
+	var offs []int
+	for _, f := range want {
+		offs = append(offs, len(file))
+		file = appendBlock(file, blockEPB, epbBody(le, 0, uint64(f.Time/1000), f.Data, f.OrigLen), le)
+	}
+	for _, c := range []struct {
+		name   string
+		file   []byte
+		want   []frame
+		errors uint64
+	}{
+		{"intact", file, want, 0},
+		{"first length huge", patch(file, offs[0]+4, 0x7ffffff0), without(want, 0), 1},
+		{"middle trailing length", patch(file, offs[5]-4, 12), without(want, 4), 1},
+		{"header zeroed", func() []byte { b := slices.Clone(file); clear(b[offs[3] : offs[3]+12]); return b }(), without(want, 3), 1},
+		{"zeros between blocks", insert(file, offs[5], make([]byte, 64)...), want, 1},
+		{"blocks cut out", slices.Concat(file[:offs[1]+20], file[offs[3]:]), without(want, 1, 2), 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, src, err := readFiles(t, &Options{KeepGoing: true}, c.file)
 			if err != nil {
 				t.Fatal(err)
 			}

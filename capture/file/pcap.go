@@ -17,8 +17,8 @@ const (
 	pcapMagicNano       = 0xa1b23c4d
 	pcapVersionMajor    = 2
 	pcapVersionMinor    = 4
-	pcapLinkTypeMask    = 0xffff // the upper bits of the link type field carry FCS information
-	secondsMaxDrift     = 7 * 24 * 3600
+	pcapLinkTypeMask    = 0xffff        // the upper bits of the link type field carry FCS information
+	secondsMaxDrift     = 7 * 24 * 3600 // largest time step between plausible records, in s
 )
 
 // pcapReader reads the records of a classic pcap file out of the window.
@@ -32,16 +32,44 @@ type pcapReader struct {
 	fracMax uint32          // fraction units per second
 	link    decode.LinkType // link type of every record
 	limit   uint32          // largest caplen accepted
+	strict  bool            // KeepGoing: every record must be plausible
 
 	rec      int64  // records read so far, damaged ones included
 	lastSec  uint32 // seconds of the last good record, for resynchronisation
+	seen     bool   // a good record has been read: lastSec is set
 	scanning bool   // looking for the next plausible record after damage
-	resume   int64  // window offset to scan from after damage; -1: none
+	resume   int64  // window offset to go on from after damage; -1: none
+	rescan   bool   // search for a plausible record from resume
+	vouched  int64  // offset of a record the slow path found sound although the header after it is not
 }
 
 // newPcapReader returns a reader whose records may be at most limit bytes.
-func newPcapReader(w *window, path string, limit int) *pcapReader {
-	return &pcapReader{w: w, path: path, limit: uint32(limit), resume: -1}
+// A strict reader (for KeepGoing) treats a record as damaged unless it and
+// the header after it are plausible.
+func newPcapReader(w *window, path string, limit int, strict bool) *pcapReader {
+	return &pcapReader{w: w, path: path, limit: uint32(limit), strict: strict, resume: -1, vouched: -1}
+}
+
+// prev returns the seconds of the last good record, or resyncNoTime.
+func (r *pcapReader) prev() int64 {
+	if !r.seen {
+		return resyncNoTime
+	}
+	return int64(r.lastSec)
+}
+
+// sound reports whether the record at the start of b, of n bytes with its
+// header, is plausible after a record of prev seconds, and followed by a
+// plausible header or by the end of the input. It reports false when the
+// follower is not buffered yet, for the slow path to refill.
+func (r *pcapReader) sound(b []byte, n int, prev int64) bool {
+	if !r.plausible(b, prev) {
+		return false
+	}
+	if len(b)-n < pcapRecordHeaderLen {
+		return r.w.eof && r.w.err == nil
+	}
+	return r.plausible(b[n:], int64(r.u32(b)))
 }
 
 // u32 reads a header field in the file's byte order.
@@ -80,9 +108,8 @@ func (r *pcapReader) readHeader() error {
 	if major != pcapVersionMajor {
 		return at.damage(ErrBadMagic, "pcap version %d, want %d", major, pcapVersionMajor)
 	}
-	if snap := r.u32(h[16:]); snap != 0 && snap < r.limit {
-		r.limit = snap
-	}
+	// The header's snap length is not a limit: libpcap and Wireshark read
+	// records longer than it, up to 262144 bytes (DefaultSnapLimit).
 	r.link = decode.LinkType(r.u32(h[20:]) & pcapLinkTypeMask)
 	w.pos += pcapFileHeaderLen
 	r.header = true
@@ -106,23 +133,26 @@ func (r *pcapReader) read(b *capture.Batch) error {
 	frames := b.Frames
 	first := len(frames)
 	data, pos := w.data, w.pos
+	prev := r.prev()
 	for len(frames) < cap(frames) {
 		// Fast path: a whole, sound record is buffered.
 		if len(data)-pos >= pcapRecordHeaderLen {
 			h := data[pos : pos+pcapRecordHeaderLen]
 			capLen := r.u32(h[8:])
 			end := pos + pcapRecordHeaderLen + int(capLen)
-			if capLen <= r.limit && end <= len(data) {
-				if origLen := r.u32(h[12:]); capLen <= origLen {
-					frames = append(frames, capture.Frame{
-						Data:    data[pos+pcapRecordHeaderLen : end : end],
-						Time:    int64(r.u32(h[0:]))*1e9 + int64(r.u32(h[4:]))*r.mul,
-						OrigLen: origLen,
-						Link:    r.link,
-					})
-					pos = end
-					continue
+			if capLen <= r.limit && end <= len(data) && (r.link != decode.LinkERF || erfSound(data[pos+pcapRecordHeaderLen:end])) &&
+				(!r.strict || r.sound(data[pos:], end-pos, prev) || w.base+int64(pos) == r.vouched) {
+				if r.strict {
+					prev = int64(r.u32(h[0:]))
 				}
+				frames = append(frames, capture.Frame{
+					Data:    data[pos+pcapRecordHeaderLen : end : end],
+					Time:    int64(r.u32(h[0:]))*1e9 + int64(r.u32(h[4:]))*r.mul,
+					OrigLen: r.u32(h[12:]),
+					Link:    r.link,
+				})
+				pos = end
+				continue
 			}
 		}
 		// Slow path: refill, or report damage.
@@ -145,6 +175,7 @@ func (r *pcapReader) sync(b *capture.Batch, frames []capture.Frame, first, pos i
 		r.w.lent[r.w.cur] = true
 		r.rec += int64(n)
 		r.lastSec = uint32(frames[len(frames)-1].Time / 1e9)
+		r.seen = true
 	}
 }
 
@@ -160,14 +191,10 @@ func (r *pcapReader) slow() error {
 		return at.short(err, len(w.data)-w.pos, pcapRecordHeaderLen)
 	}
 	h := w.data[w.pos:]
-	capLen, origLen := r.u32(h[8:]), r.u32(h[12:])
+	capLen := r.u32(h[8:])
 	if capLen > r.limit {
 		r.damaged()
 		return at.damage(ErrRecordTooLarge, "captured length %d exceeds the limit %d", capLen, r.limit)
-	}
-	if capLen > origLen {
-		r.damaged()
-		return at.damage(ErrRecordTooLarge, "captured length %d exceeds the original length %d", capLen, origLen)
 	}
 	need := pcapRecordHeaderLen + int(capLen)
 	if err := w.ensure(need); err != nil {
@@ -178,6 +205,37 @@ func (r *pcapReader) slow() error {
 		}
 		return at.short(err, len(w.data)-w.pos, need)
 	}
+	if r.link == decode.LinkERF && !erfSound(w.data[w.pos+pcapRecordHeaderLen:w.pos+need]) {
+		r.skipped(need)
+		return at.damage(ErrBadRecord, "%s", erfDamage(w.data[w.pos+pcapRecordHeaderLen:]))
+	}
+	if !r.strict {
+		return nil
+	}
+	if err := w.ensure(need + pcapRecordHeaderLen); err != nil && err != io.EOF {
+		return at.short(err, len(w.data)-w.pos, need+pcapRecordHeaderLen)
+	}
+	switch b := w.data[w.pos:]; {
+	case r.sound(b, need, r.prev()):
+	case !r.plausible(b, r.prev()):
+		r.damaged()
+		return at.damage(errImplausible, "implausible record header")
+	default:
+		// The header after the record is implausible. If a chain of
+		// records starts inside the record's bytes, they were cut short
+		// and the record is damaged; otherwise the damage lies after it.
+		for rel := 1; rel < need; rel++ {
+			ok, err := r.chain(rel)
+			if err != nil {
+				return at.short(err, len(w.data)-w.pos, need+rel)
+			}
+			if ok {
+				r.damaged()
+				return at.damage(errImplausible, "record cut short: a record starts %d bytes into it", rel)
+			}
+		}
+		r.vouched = w.offset()
+	}
 	return nil
 }
 
@@ -185,7 +243,14 @@ func (r *pcapReader) slow() error {
 // resynchronisation would start.
 func (r *pcapReader) damaged() {
 	r.rec++
-	r.resume = r.w.offset() + 1
+	r.resume, r.rescan = r.w.offset()+1, true
+}
+
+// skipped notes that the record at the read position, of n bytes with its
+// header, is bad but has sound lengths: reading may go on right after it.
+func (r *pcapReader) skipped(n int) {
+	r.rec++
+	r.resume, r.rescan = r.w.offset()+int64(n), false
 }
 
 // resync prepares reading to go on after damage. It reports false when the
@@ -196,26 +261,41 @@ func (r *pcapReader) resync() bool {
 	}
 	r.w.pos = int(r.resume - r.w.base)
 	r.resume = -1
-	r.scanning = true
+	r.scanning = r.rescan
 	return true
 }
 
+// Resynchronisation: a candidate record header must be followed by
+// resyncChain-1 more plausible headers (or by the end of the file).
+const (
+	resyncChain  = 3
+	maxOrigLen   = DefaultSnapLimit // largest original length of a candidate, unless the limit is larger
+	resyncNoTime = -1               // plausible's prev: no time to compare with
+)
+
 // plausible reports whether h starts with a record header that could be
-// real: a sound length and a timestamp near the last good record's.
-func (r *pcapReader) plausible(h []byte) bool {
+// real: caplen <= orig_len, 0 < orig_len <= max(262144, limit), caplen
+// within the limit, a timestamp fraction below one second, and, unless
+// prev is resyncNoTime, a time within a week of prev (seconds).
+func (r *pcapReader) plausible(h []byte, prev int64) bool {
 	capLen, origLen := r.u32(h[8:]), r.u32(h[12:])
-	if capLen > r.limit || capLen > origLen || r.u32(h[4:]) >= r.fracMax {
+	if capLen > r.limit || capLen > origLen || origLen == 0 || origLen > max(maxOrigLen, r.limit) || r.u32(h[4:]) >= r.fracMax {
 		return false
 	}
-	if r.rec == 0 || r.lastSec == 0 {
+	if prev == resyncNoTime {
 		return true
 	}
-	d := int64(r.u32(h[0:])) - int64(r.lastSec)
+	d := int64(r.u32(h[0:])) - prev
 	return d > -secondsMaxDrift && d < secondsMaxDrift
 }
 
-// scan advances the read position byte by byte to a record that is
-// plausible and followed by another plausible record or the end of file.
+// scan advances the read position byte by byte to a plausible record
+// header, near in time to the last good record if there was one, that
+// starts a chain of resyncChain plausible records, each near in time to
+// the one before, or of fewer that ends exactly at the end of the file.
+// Payload bytes rarely pass: zeros have no length, and a header read at
+// the wrong offset has an original length beyond 262144 or a follower
+// that does not fit.
 func (r *pcapReader) scan() error {
 	w := r.w
 	for {
@@ -225,18 +305,40 @@ func (r *pcapReader) scan() error {
 			}
 			return err
 		}
-		if r.plausible(w.data[w.pos:]) {
-			next := pcapRecordHeaderLen + int(r.u32(w.data[w.pos+8:]))
-			err := w.ensure(next + pcapRecordHeaderLen)
-			switch {
-			case err == nil && r.plausible(w.data[w.pos+next:]),
-				err == io.EOF && len(w.data)-w.pos == next:
-				r.scanning = false
-				return nil
-			case err != nil && err != io.EOF:
-				return err
-			}
+		ok, err := r.chain(0)
+		if err != nil {
+			return err
+		}
+		if ok {
+			r.scanning = false
+			return nil
 		}
 		w.pos++
 	}
+}
+
+// chain reports whether rel bytes after the read position starts a chain
+// of plausible records, as scan describes. It returns errFull or a read
+// error when the window cannot show the records.
+func (r *pcapReader) chain(rel int) (bool, error) {
+	w := r.w
+	prev := r.prev()
+	off := rel
+	for k := 0; k < resyncChain; k++ {
+		switch err := w.ensure(off + pcapRecordHeaderLen); {
+		case err == io.EOF:
+			return k > 0 && len(w.data)-w.pos == off, nil
+		case err == io.ErrShortBuffer:
+			return k > 1, nil // the window holds no more: take two
+		case err != nil:
+			return false, err
+		}
+		h := w.data[w.pos+off:]
+		if !r.plausible(h, prev) {
+			return false, nil
+		}
+		prev = int64(r.u32(h[0:]))
+		off += pcapRecordHeaderLen + int(r.u32(h[8:]))
+	}
+	return true, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"io"
 	"math/bits"
+	"sync/atomic"
 
 	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/decode"
@@ -30,14 +31,26 @@ const (
 	idbMinLen     = 20
 	epbMinLen     = 32
 	spbMinLen     = 16
+	isbMinLen     = 24
 	blockOverhead = 64 << 10 // room for headers and options beyond the snap limit
 
 	optEnd      = 0
-	optTSResol  = 9
-	optTSOffset = 14
+	optTSResol  = 9  // IDB if_tsresol
+	optTSOffset = 14 // IDB if_tsoffset
+	optIfDrop   = 5  // ISB isb_ifdrop
+	optOSDrop   = 7  // ISB isb_osdrop
 
-	maxInterfaces = 1 << 16 // Frame.Port is 16 bits
+	// maxInterfaces bounds the interfaces of a section, and so the memory
+	// their descriptions take (about 64 bytes each, 64 MiB in all).
+	// Wireshark sets no bound; a real capture has a few interfaces.
+	maxInterfaces = 1 << 20
+	// maxPort is the largest Frame.Port: interfaces from 65535 on share it.
+	maxPort = 1<<16 - 1
 )
+
+// port returns the Frame.Port of interface id: id itself, or maxPort for
+// the interfaces that a 16-bit port cannot number.
+func port(id uint32) uint16 { return uint16(min(id, maxPort)) }
 
 // get16, get32 and get64 read a field in little-endian order, or big-endian
 // when swapped.
@@ -67,13 +80,14 @@ func get64(b []byte, swapped bool) uint64 {
 // iface is what a section says about one of its interfaces.
 type iface struct {
 	link decode.LinkType
-	snap uint32 // 0: no limit
+	snap uint32 // snap length, which cuts simple packet blocks; 0: none
 	// A timestamp t converts to t*mul/div ns for a resolution of 10^-k s,
 	// or to t*1e9 >> shift ns for a resolution of 2^-shift s.
 	mul, div uint64
 	shift    uint
 	binary   bool
-	offset   int64 // if_tsoffset, in ns
+	offset   int64     // if_tsoffset, in ns
+	drops    [2]uint64 // last isb_ifdrop and isb_osdrop seen
 }
 
 // ns converts a timestamp in the interface's units to ns since the epoch.
@@ -136,7 +150,8 @@ type pcapngReader struct {
 	ifaces    []iface // interfaces of the current section
 	lastTime  int64   // time of the last packet, for simple packet blocks
 
-	blk      int64 // blocks read so far, damaged ones included
+	blk      int64          // blocks read so far, damaged ones included
+	dropped  *atomic.Uint64 // drops the statistics blocks report, summed
 	drop     dropping
 	resume   int64 // window offset to go on from after damage; -1: none
 	scanAll  bool  // after damage, search for a plausible block from resume
@@ -152,9 +167,11 @@ type dropping struct {
 	at      position
 }
 
-// newPcapngReader returns a reader whose packets may be at most limit bytes.
-func newPcapngReader(w *window, path string, limit int) *pcapngReader {
-	return &pcapngReader{w: w, path: path, limit: uint32(limit), maxBlock: uint32(limit + blockOverhead), resume: -1}
+// newPcapngReader returns a reader whose packets may be at most limit
+// bytes. It adds the drops that interface statistics blocks report to
+// dropped.
+func newPcapngReader(w *window, path string, limit int, dropped *atomic.Uint64) *pcapngReader {
+	return &pcapngReader{w: w, path: path, limit: uint32(limit), maxBlock: uint32(limit + blockOverhead), dropped: dropped, resume: -1}
 }
 
 // blockHeader decodes the type and total length at the start of h, which
@@ -222,12 +239,12 @@ func (r *pcapngReader) fast(b *capture.Batch) bool {
 		if get32(h, sw) != blockEPB || length%4 != 0 || length < epbMinLen || length > maxBlock || end > len(data) || get32(data[end-4:], sw) != length {
 			break
 		}
-		id, capLen, origLen := get32(h[8:], sw), get32(h[20:], sw), get32(h[24:], sw)
-		if int64(id) >= int64(len(ifaces)) || capLen > length-epbMinLen || capLen > limit || capLen > origLen {
+		id, capLen := get32(h[8:], sw), get32(h[20:], sw)
+		if int64(id) >= int64(len(ifaces)) || capLen > length-epbMinLen || capLen > limit {
 			break
 		}
 		f := &ifaces[id]
-		if f.snap != 0 && capLen > f.snap {
+		if f.link == decode.LinkERF && !erfSound(data[pos+28:pos+28+int(capLen)]) {
 			break
 		}
 		ts := uint64(get32(h[12:], sw))<<32 | uint64(get32(h[16:], sw))
@@ -238,9 +255,9 @@ func (r *pcapngReader) fast(b *capture.Batch) bool {
 		frames = append(frames, capture.Frame{
 			Data:    data[pos+28 : pos+28+int(capLen) : pos+28+int(capLen)],
 			Time:    t,
-			OrigLen: origLen,
+			OrigLen: get32(h[24:], sw),
 			Link:    f.link,
-			Port:    uint16(id),
+			Port:    port(id),
 		})
 		pos = end
 	}
@@ -303,6 +320,8 @@ func (r *pcapngReader) block(b *capture.Batch) error {
 		err = r.packet(b, blk, typ)
 	case blockSPB:
 		err = r.simple(b, blk)
+	case blockISB:
+		err = r.statistics(blk)
 	}
 	if err != nil {
 		r.damaged(int64(length), false)
@@ -317,7 +336,7 @@ func (r *pcapngReader) block(b *capture.Batch) error {
 // type typ, which must then fit in the window.
 func parsedBlock(typ uint32) bool {
 	switch typ {
-	case blockSHB, blockIDB, blockEPB, blockPB, blockSPB:
+	case blockSHB, blockIDB, blockEPB, blockPB, blockSPB, blockISB:
 		return true
 	}
 	return false
@@ -449,17 +468,15 @@ func (r *pcapngReader) iface(blk []byte) error {
 		mul:  1000, // default resolution: microseconds
 		div:  1,
 	}
-	opts := blk[16 : len(blk)-4]
-	for len(opts) >= 4 {
-		code, n := get16(opts, r.swapped), int(get16(opts[2:], r.swapped))
-		if code == optEnd {
+	for opts := blk[16 : len(blk)-4]; ; {
+		code, v, rest, err := r.option(opts, "interface")
+		if err != nil {
+			return err
+		}
+		if v == nil {
 			break
 		}
-		padded := (n + 3) &^ 3
-		if 4+padded > len(opts) {
-			return r.at().damage(ErrBadBlock, "interface option %d of %d bytes overruns the block", code, n)
-		}
-		v := opts[4 : 4+n]
+		n := len(v)
 		switch code {
 		case optTSResol:
 			if n != 1 || !f.setResolution(v[0]) {
@@ -471,10 +488,87 @@ func (r *pcapngReader) iface(blk []byte) error {
 			}
 			f.offset = int64(get64(v, r.swapped)) * 1e9
 		}
-		opts = opts[4+padded:]
+		opts = rest
 	}
 	r.ifaces = append(r.ifaces, f)
 	return nil
+}
+
+// option splits the first option off opts, the options of a block of the
+// kind what ("interface", "statistics"): its code, value and the options
+// after it. v is nil, with a nil error, at the end of the options (the
+// end-of-options code or fewer than 4 bytes left); else it is non-nil,
+// even when empty.
+func (r *pcapngReader) option(opts []byte, what string) (code uint16, v, rest []byte, err error) {
+	if len(opts) < 4 {
+		return 0, nil, nil, nil
+	}
+	code, n := get16(opts, r.swapped), int(get16(opts[2:], r.swapped))
+	if code == optEnd {
+		return 0, nil, nil, nil
+	}
+	padded := (n + 3) &^ 3
+	if 4+padded > len(opts) {
+		return 0, nil, nil, r.at().damage(ErrBadBlock, "%s option %d of %d bytes overruns the block", what, code, n)
+	}
+	return code, opts[4 : 4+n : 4+n], opts[4+padded:], nil
+}
+
+// statistics adds the increase of an interface statistics block's drop
+// counters (isb_ifdrop and isb_osdrop, cumulative per interface) to the
+// reader's drops. A counter smaller than the last one of its interface
+// was restarted: all of it counts.
+func (r *pcapngReader) statistics(blk []byte) error {
+	if len(blk) < isbMinLen {
+		return r.at().damage(ErrBadBlock, "interface statistics of %d bytes, want at least %d", len(blk), isbMinLen)
+	}
+	id := get32(blk[8:], r.swapped)
+	if int64(id) >= int64(len(r.ifaces)) {
+		return r.at().damage(ErrBadBlock, "statistics of interface %d not described (section has %d)", id, len(r.ifaces))
+	}
+	var seen [2]bool
+	var now [2]uint64
+	for opts := blk[20 : len(blk)-4]; ; {
+		code, v, rest, err := r.option(opts, "statistics")
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			break
+		}
+		if k := dropOption(code); k >= 0 {
+			if len(v) != 8 {
+				return r.at().damage(ErrBadBlock, "statistics option %d of %d bytes, want 8", code, len(v))
+			}
+			seen[k], now[k] = true, get64(v, r.swapped)
+		}
+		opts = rest
+	}
+	f := &r.ifaces[id]
+	for k := range now {
+		if !seen[k] {
+			continue
+		}
+		inc := now[k]
+		if inc >= f.drops[k] {
+			inc -= f.drops[k]
+		}
+		f.drops[k] = now[k]
+		r.dropped.Add(inc)
+	}
+	return nil
+}
+
+// dropOption returns the index in iface.drops of a statistics option
+// code, or -1 for other options.
+func dropOption(code uint16) int {
+	switch code {
+	case optIfDrop:
+		return 0
+	case optOSDrop:
+		return 1
+	}
+	return -1
 }
 
 // packet appends the packet of an enhanced or obsolete packet block. Both
@@ -492,7 +586,8 @@ func (r *pcapngReader) packet(b *capture.Batch, blk []byte, typ uint32) error {
 	if room := len(blk) - epbMinLen; int64(capLen) > int64(room) {
 		return r.at().damage(ErrBadBlock, "captured length %d overruns the %d bytes of packet data", capLen, room)
 	}
-	f, err := r.lookup(id, capLen, origLen)
+	data := blk[28 : 28+capLen : 28+capLen]
+	f, err := r.lookup(id, data)
 	if err != nil {
 		return err
 	}
@@ -500,11 +595,11 @@ func (r *pcapngReader) packet(b *capture.Batch, blk []byte, typ uint32) error {
 	r.lastTime = t
 	r.w.lent[r.w.cur] = true
 	b.Frames = append(b.Frames, capture.Frame{
-		Data:    blk[28 : 28+capLen : 28+capLen],
+		Data:    data,
 		Time:    t,
 		OrigLen: origLen,
 		Link:    f.link,
-		Port:    uint16(id),
+		Port:    port(id),
 	})
 	return nil
 }
@@ -524,13 +619,14 @@ func (r *pcapngReader) simple(b *capture.Batch, blk []byte) error {
 	if room := len(blk) - spbMinLen; int64(capLen) > int64(room) {
 		return r.at().damage(ErrBadBlock, "captured length %d overruns the %d bytes of packet data", capLen, room)
 	}
-	f, err := r.lookup(0, capLen, origLen)
+	data := blk[12 : 12+capLen : 12+capLen]
+	f, err := r.lookup(0, data)
 	if err != nil {
 		return err
 	}
 	r.w.lent[r.w.cur] = true
 	b.Frames = append(b.Frames, capture.Frame{
-		Data:    blk[12 : 12+capLen : 12+capLen],
+		Data:    data,
 		Time:    r.lastTime,
 		OrigLen: origLen,
 		Link:    f.link,
@@ -538,19 +634,21 @@ func (r *pcapngReader) simple(b *capture.Batch, blk []byte) error {
 	return nil
 }
 
-// lookup returns interface id after checking a packet's lengths against it.
-func (r *pcapngReader) lookup(id, capLen, origLen uint32) (*iface, error) {
+// lookup returns interface id after checking a packet's data: its length,
+// and for an ERF interface the ERF record length. Like libpcap and
+// Wireshark, it accepts a packet longer than the interface's snap length
+// or than its own original length; only the reader's limit
+// (Options.SnapLimit) bounds it.
+func (r *pcapngReader) lookup(id uint32, data []byte) (*iface, error) {
 	if int64(id) >= int64(len(r.ifaces)) {
 		return nil, r.at().damage(ErrBadBlock, "interface %d not described (section has %d)", id, len(r.ifaces))
 	}
+	if len(data) > int(r.limit) {
+		return nil, r.at().damage(ErrRecordTooLarge, "captured length %d exceeds the limit %d", len(data), r.limit)
+	}
 	f := &r.ifaces[id]
-	switch {
-	case capLen > r.limit:
-		return nil, r.at().damage(ErrRecordTooLarge, "captured length %d exceeds the limit %d", capLen, r.limit)
-	case f.snap != 0 && capLen > f.snap:
-		return nil, r.at().damage(ErrRecordTooLarge, "captured length %d exceeds the interface's snap length %d", capLen, f.snap)
-	case capLen > origLen:
-		return nil, r.at().damage(ErrRecordTooLarge, "captured length %d exceeds the original length %d", capLen, origLen)
+	if f.link == decode.LinkERF && !erfSound(data) {
+		return nil, r.at().damage(ErrBadRecord, "%s", erfDamage(data))
 	}
 	return f, nil
 }

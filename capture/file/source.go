@@ -28,16 +28,31 @@ const (
 // Options configure a [Source]. The zero value and nil mean the defaults.
 type Options struct {
 	// KeepGoing counts damaged records in Stats().Errors and skips them
-	// instead of failing. Reading goes on at the next plausible record
-	// after the damage: for classic pcap, found byte by byte, a record
-	// header with sound lengths and a time within a week of the last good
-	// record's, followed by another or by the end of the file; for pcapng,
-	// found in steps of 4 bytes, a block of a known type whose two lengths
-	// agree (a block with sound lengths but bad contents is skipped
-	// alone). Where none is found, or the damage leaves nothing to search
-	// (a bad file header or first section header, a read error, a corrupt
-	// gzip stream, a file that cannot be opened), reading goes on with the
-	// next file. Each damage counts once, however many bytes it skips.
+	// instead of failing.
+	//
+	// A classic pcap record header is plausible when caplen <= orig_len,
+	// 0 < orig_len <= 262144 (or SnapLimit, if larger), caplen is within
+	// SnapLimit, the fraction is below a second, and its time is within a
+	// week of the previous good record's. With KeepGoing every record must
+	// be plausible and followed by a plausible header (or the end of the
+	// file); a record followed by an implausible one is damaged too if a
+	// chain of plausible records starts inside its bytes (it was cut
+	// short). After damage, reading goes on at the first offset, searched
+	// byte by byte, that starts a chain of three plausible records, each
+	// within a week of the one before (or fewer reaching the exact end of
+	// the file): payload bytes are not taken for records. A record with
+	// sound lengths but bad contents (ErrBadRecord) is skipped alone.
+	//
+	// For pcapng, reading goes on at the next block, found in steps of 4
+	// bytes, of a known type whose two lengths agree (a block with sound
+	// lengths but bad contents is skipped alone). Where nothing is found,
+	// or the damage leaves nothing to search (a bad file header or first
+	// section header, a read error, a corrupt gzip stream, a file that
+	// cannot be opened), reading goes on with the next file.
+	//
+	// Stats().Errors counts the records skipped: one per damaged record,
+	// and one per damaged region (bytes skipped in one search), whose
+	// number of records cannot be known; so at least one for each.
 	KeepGoing bool
 	// SnapLimit is the largest captured length accepted for a record, in
 	// bytes (default DefaultSnapLimit, at most 64 MiB). pcapng section,
@@ -72,6 +87,7 @@ type Source struct {
 	err   error    // error that ended reading, returned by every later Next
 
 	received, errors  atomic.Uint64
+	dropped           atomic.Uint64 // drops reported by pcapng interface statistics blocks
 	file, done, total atomic.Int64
 }
 
@@ -380,10 +396,10 @@ func (s *Source) pick(magic []byte) error {
 	if len(magic) >= 4 {
 		switch {
 		case bytes.Equal(magic[:4], magics[0]):
-			s.in.rd = newPcapngReader(&s.win, path, s.opts.SnapLimit)
+			s.in.rd = newPcapngReader(&s.win, path, s.opts.SnapLimit, &s.dropped)
 			return nil
 		case isPcapMagic(magic):
-			s.in.rd = newPcapReader(&s.win, path, s.opts.SnapLimit)
+			s.in.rd = newPcapReader(&s.win, path, s.opts.SnapLimit, s.opts.KeepGoing)
 			return nil
 		}
 	}
@@ -447,11 +463,16 @@ func (s *Source) setOpen(f *os.File) {
 	s.mu.Unlock()
 }
 
-// Stats returns the frames delivered and the damages skipped with
-// KeepGoing; Dropped is always 0, as files do not drop. It is safe to call
+// Stats returns the frames delivered, the drops the capture itself
+// recorded, and the damaged records skipped with KeepGoing (at least one
+// per damaged region, see Options.KeepGoing). Dropped sums, over the
+// pcapng interface statistics blocks read so far, the increase of each
+// interface's isb_ifdrop and isb_osdrop counters (cumulative per
+// interface; a counter that goes down restarted, and counts whole); it
+// stays 0 for classic pcap, which records no drops. Stats is safe to call
 // concurrently with Next.
 func (s *Source) Stats() capture.Stats {
-	return capture.Stats{Received: s.received.Load(), Errors: s.errors.Load()}
+	return capture.Stats{Received: s.received.Load(), Dropped: s.dropped.Load(), Errors: s.errors.Load()}
 }
 
 // Progress returns which file is being read and how far. It is safe to

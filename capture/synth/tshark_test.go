@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/rocescope/rocescope/capture/synth"
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/tsharktest"
 )
 
 // writePcap writes frames as a classic little-endian pcap file with
@@ -44,7 +44,8 @@ func writePcap(tb testing.TB, path string, frames []frame) {
 	}
 }
 
-// tshark runs tshark with args over path and returns its output lines.
+// tshark runs tshark with args over path and returns its output lines;
+// tsharktest caches the output.
 // The ports of the background traffic (20000-29999) are decoded as plain
 // data: Wireshark would otherwise hand the text payloads to whatever
 // protocol registered a port, and dissect datagrams from port 4791 as
@@ -52,14 +53,11 @@ func writePcap(tb testing.TB, path string, frames []frame) {
 // destination port alone.
 func tshark(tb testing.TB, path string, args ...string) [][]string {
 	tb.Helper()
-	cmd := exec.Command("tshark", append([]string{"-r", path, "--disable-protocol", "rpcordma",
+	out, err := tsharktest.Run(tb, path, append([]string{"--disable-protocol", "rpcordma",
 		"-d", "udp.port==20000-29999,data", "-d", "tcp.port==20000-29999,data",
 		"-T", "fields", "-E", "separator=/t", "-E", "occurrence=f"}, args...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
 	if err != nil {
-		tb.Fatalf("tshark %v: %v: %s", args, err, stderr.String())
+		tb.Fatalf("tshark %v: %v", args, err)
 	}
 	var lines [][]string
 	sc := bufio.NewScanner(bytes.NewReader(out))
@@ -100,9 +98,7 @@ const (
 // IPv4, UDP and TCP checksum is good, but for the zero UDP checksum RoCEv2
 // sends (which Wireshark calls illegal over IPv6).
 func TestTshark(t *testing.T) {
-	if _, err := exec.LookPath("tshark"); err != nil {
-		t.Skip("tshark not installed; install Wireshark's tshark to compare with Wireshark")
-	}
+	tsharktest.Require(t)
 	if testing.Short() {
 		t.Skip("tshark comparison skipped in short mode")
 	}
