@@ -37,6 +37,7 @@ const (
 	Evictions                           // idle flows evicted from the QP table
 	UntrackedPackets                    // RoCE frames of flows the full QP table could not hold
 	ReadLatencyUnmatched                // READ requests whose response was not seen
+	Fragments                           // IPv4/IPv6 fragments (counted other; not reassembled)
 	numScalarCounter
 )
 
@@ -85,6 +86,7 @@ var counterNames = [numScalar]string{
 	Evictions:            "evictions",
 	UntrackedPackets:     "untracked_packets",
 	ReadLatencyUnmatched: "read_latency_unmatched",
+	Fragments:            "fragments",
 }
 
 // String returns the report key of a scalar counter.

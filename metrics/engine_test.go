@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -634,4 +635,41 @@ func TestEngineTimeJumps(t *testing.T) {
 			t.Logf("window %d: %d packets", w.Start, w.Counters[Packets])
 		}
 	}
+}
+
+// TestEngineCountsFragments sends a RoCE frame whole, then as the first
+// fragment (MF set) and a later fragment (offset 185×8) of an IPv4 packet:
+// the fragments are counted as fragments and other, not as RoCE.
+func TestEngineCountsFragments(t *testing.T) {
+	whole := roceFrame{src: [4]byte{10, 0, 0, 1}, dst: [4]byte{10, 0, 0, 2}, sport: 49152, op: opWriteOnly, dqp: 5, ext: reth(64), payload: 64}.bytes()
+	first := bytes.Clone(whole)
+	first[14+6] = 0x20 // MF
+	later := bytes.Clone(whole)
+	later[14+6], later[14+7] = 0, 185
+	src := &frameSource{per: 2}
+	for i, b := range [][]byte{whole, first, later} {
+		src.frames = append(src.frames, capture.Frame{Data: b, OrigLen: uint32(len(b)), Time: testEpoch + int64(i), Link: decode.LinkEthernet})
+	}
+	c := runCounters(t, src)
+	if c[Packets] != 3 || c[RoCEPackets] != 1 || c[OtherPackets] != 2 || c[Fragments] != 2 {
+		t.Errorf("packets %d roce %d other %d fragments %d, want 3, 1, 2, 2", c[Packets], c[RoCEPackets], c[OtherPackets], c[Fragments])
+	}
+}
+
+// runCounters runs src through a one-worker engine and returns the sum of
+// the counters of its windows.
+func runCounters(t *testing.T, src capture.Source) Counters {
+	t.Helper()
+	e, err := New(&Config{Workers: 1, Host: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum Counters
+	if err := e.Run(context.Background(), []capture.Source{src}, func(w *Window) error {
+		sum.Add(&w.Counters)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return sum
 }

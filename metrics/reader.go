@@ -124,6 +124,9 @@ func (r *reader) frame(f *capture.Frame) {
 		c[PauseFrames]++
 		c[PauseQuanta] += uint64(p.Pause.Quanta[0])
 	}
+	if p.Headers&decode.HasFragment != 0 {
+		c[Fragments]++
+	}
 	c[OtherPackets]++
 }
 
