@@ -122,8 +122,8 @@ func find(n *nethtml.Node, keep func(*nethtml.Node) bool) []*nethtml.Node {
 
 // charts are the page's charts in order; opcodemix is an HTML bar table,
 // the others are uPlot canvases.
-var charts = []string{"throughput", "frames", "flowrates", "flowjitter", "flowcnp", "congestion", "flowcount",
-	"pfcframes", "pfcquanta", "transport", "opcodes", "readlat", "acklat", "opcodemix"}
+var charts = []string{"throughput", "frames", "flowcount", "flowrates", "flowjitter", "flowcnp", "congestion",
+	"transport", "pfcframes", "pfcquanta", "readlat", "acklat", "opcodes", "opcodemix"}
 
 // TestPageDrawsInChromium renders pages in headless Chromium and checks
 // that the script ran without an error and drew every chart, with a line

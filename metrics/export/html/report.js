@@ -45,9 +45,12 @@
   const fmtRate = (bps) => si(bps, "b/s", 1000);
   function fmtNs(ns) {
     if (ns == null) return "–";
-    if (ns >= 1e9) return (ns / 1e9).toFixed(2) + " s";
-    if (ns >= 1e6) return (ns / 1e6).toFixed(2) + " ms";
-    if (ns >= 1e3) return (ns / 1e3).toFixed(1) + " µs";
+    for (const [div, unit] of [[1e9, " s"], [1e6, " ms"], [1e3, " µs"]]) {
+      if (ns >= div) {
+        const v = ns / div;
+        return v.toFixed(v >= 100 ? 0 : v >= 10 ? 1 : 2) + unit;
+      }
+    }
     return ns.toFixed(0) + " ns";
   }
   const hex = (q) => "0x" + q.toString(16).padStart(6, "0");
@@ -146,7 +149,7 @@
         spanGaps: false,
         value: (u, v) => (v == null ? "–" : (s.fmt || fmt)(v)),
       }, s, { data: undefined, fmt: undefined }))),
-      axes: opt.axes || [{}, { values: (u, vals) => vals.map((v) => fmt(v)), size: 70 }],
+      axes: opt.axes || [{}, axis(fmt, 70)],
       hooks: {
         draw: [(u) => { div.dataset.drawn = String(u.series.length - 1); }],
         setSeries: focus ? [(u, i) => { focus.textContent = i == null ? "" : u.series[i].label; }] : [],
@@ -157,9 +160,14 @@
     return u;
   }
 
+  // axis labels a y axis with fmt; uPlot passes null for the ticks it
+  // leaves unlabelled (the minor ticks of a log scale).
+  const axis = (fmt, size) => ({ values: (u, vals) => vals.map((v) => (v == null ? "" : fmt(v))), size });
+  const short = (v) => String(+v.toPrecision(6));
+
   // fromZero ranges a scale from zero, so that a dip shows as one.
   const fromZero = (u, min, max) => uPlot.rangeNum(0, max > 0 ? max : 1, 0.1, true);
-  const rateAxis = { values: (u, v) => v.map((a) => fmtRate(a)), size: 80 };
+  const rateAxis = axis(fmtRate, 80);
 
   const countSeries = (names, labels) => names.filter((n) => S[n]).map((n, i) => ({
     label: labels[n] || n, data: S[n], stroke: palette[i % palette.length],
@@ -176,22 +184,27 @@
         { label: "Mpps", data: S.mpps, stroke: palette[1], scale: "mpps", fmt: (v) => v.toFixed(4) + " Mpps" },
       ],
       { scales: { gbps: { range: fromZero }, mpps: { range: fromZero } },
-        axes: [{}, { scale: "gbps", label: "Gb/s", values: (u, v) => v.map((a) => +a.toPrecision(6) + ""), size: 60 },
-        { scale: "mpps", label: "Mpps", side: 1, grid: { show: false }, values: (u, v) => v.map((a) => +a.toPrecision(6) + ""), size: 70 }] });
-    chart(parent, "frames", "Frames",
+        axes: [{}, Object.assign(axis(short, 60), { scale: "gbps", label: "Gb/s" }),
+          Object.assign(axis(short, 70), { scale: "mpps", label: "Mpps", side: 1, grid: { show: false } })] });
+    const grid = el("div", { class: "grid2" });
+    parent.append(grid);
+    chart(grid, "frames", "Frames",
       "Frames" + perPoint + ": RoCE, other, malformed, truncated, and frames the kernel dropped (live capture).",
       countSeries(["roce_packets", "other_packets", "malformed_packets", "truncated_packets", "kernel_drops"],
         { roce_packets: "RoCE", other_packets: "other", malformed_packets: "malformed", truncated_packets: "truncated", kernel_drops: "kernel drops" }));
+    chart(grid, "flowcount", "Flows", "Distinct flows (estimated), elephants and jitter flows in each window" +
+      (D.point_windows > 1 ? " (largest window of each point)." : "."),
+      countSeries(["flows", "elephants", "jitter"], { flows: "distinct flows (est.)", elephants: "elephants", jitter: "jitter flows" }));
   }
 
   // flowSeries turns the charted flows' samples into series of field k
-  // (1 rate, 2 rate change, 3 CNPs); zeros are left out, for log scales.
-  function flowSeries(flows, k) {
+  // (1 rate, 2 rate change, 3 CNPs); zeros are left out on a log scale.
+  function flowSeries(flows, k, log) {
     return flows.map((f) => {
       const data = new Array(nPoints).fill(null);
       const marks = [];
       for (const s of f.samples) {
-        if (s[k] > 0) data[s[0]] = s[k];
+        if (s[k] > 0 || !log) data[s[0]] = s[k];
         if (s[4] & 2) marks.push(s[0]);
       }
       const top = f.rank < palette.length;
@@ -224,14 +237,14 @@
     const flows = D.flows; // by bytes, largest first
     flows.forEach((f, i) => { f.rank = i; });
     const log = { y: { distr: 3 } };
-    const rates = flowSeries(flows, 1);
+    const rates = flowSeries(flows, 1, true);
     if (D.elephant_rate_bps) rates.push(threshold("elephant threshold", D.elephant_rate_bps, "#c2410c"));
     chart(parent, "flowrates", "Top flows: rate",
       `Rate of every flow of the top lists (${fmtInt(flows.length)} flows), log scale; the dotted line is the elephant rate (${fmtRate(D.elephant_rate_bps)}).`,
       rates, { focus: true, fmt: fmtRate, keys: flowKeys(flows), height: 320, scales: log, axes: [{}, rateAxis] });
 
     const jumpy = flows.filter((f) => f.elephant_windows > 0 || f.jitter_windows > 0);
-    const deltas = flowSeries(jumpy, 2);
+    const deltas = flowSeries(jumpy, 2, true);
     if (D.jitter_rate_bps) deltas.push(threshold("jitter threshold", D.jitter_rate_bps, "#7c3aed"));
     chart(parent, "flowjitter", "Elephants: rate change",
       `Rate change from the previous window of the ${fmtInt(jumpy.length)} flows that were elephants or jitter flows, log scale; the dotted line is the jitter rate (${fmtRate(D.jitter_rate_bps)}).` +
@@ -241,7 +254,7 @@
     const cnpFlows = flows.filter((f) => f.cnp > 0);
     chart(parent, "flowcnp", "Top flows: CNPs",
       `CNPs${perPoint} against each of the ${fmtInt(cnpFlows.length)} top flows that were throttled.` + (cnpFlows.length ? "" : " None was."),
-      flowSeries(cnpFlows, 3), { focus: true });
+      flowSeries(cnpFlows, 3, false), { focus: true });
   }
 
   function congestion(parent) {
@@ -250,9 +263,11 @@
     chart(grid, "congestion", "Congestion signals", "CNP, ECN-CE, FECN and BECN" + perPoint + ".",
       countSeries(["cnp", "ecn_ce", "fecn", "becn", "cnp_unattributed"],
         { cnp: "CNP", ecn_ce: "ECN-CE", fecn: "FECN", becn: "BECN", cnp_unattributed: "CNP unattributed" }));
-    chart(grid, "flowcount", "Flows", "Distinct flows (estimated), elephants and jitter flows in each window" +
-      (D.point_windows > 1 ? " (largest window of each point)." : "."),
-      countSeries(["flows", "elephants", "jitter"], { flows: "distinct flows (est.)", elephants: "elephants", jitter: "jitter flows" }));
+    const naks = keysOf("nak_codes.", "").map((k) => ({ label: "NAK " + (D.nak_names[k.split(".")[1]] || k), data: S[k] }));
+    const transport = naks.concat(countSeries(["rnr_naks", "retransmits", "psn_gaps", "out_of_order"],
+      { rnr_naks: "RNR NAK", retransmits: "retransmits", psn_gaps: "PSN gaps", out_of_order: "out of order" }));
+    chart(grid, "transport", "Transport trouble", "NAKs by code, RNR NAKs, retransmissions and PSN gaps" + perPoint + ".",
+      transport.map((s, i) => Object.assign(s, { stroke: palette[i % palette.length] })));
     const pfcFrames = keysOf("pfc.", ".frames").map((k) => ({ label: "priority " + k.split(".")[1], data: S[k] }));
     pfcFrames.push({ label: "802.3x pause", data: S.pause_frames });
     chart(grid, "pfcframes", "PFC pause frames", "PFC frames that paused each priority, and 802.3x pause frames," + perPoint + ".",
@@ -261,15 +276,6 @@
     pfcQuanta.push({ label: "802.3x pause", data: S.pause_quanta });
     chart(grid, "pfcquanta", "PFC pause quanta", "Pause quanta (512 bit times each) per priority" + perPoint + ".",
       pfcQuanta.map((s, i) => Object.assign(s, { stroke: palette[i % palette.length] })));
-    const naks = keysOf("nak_codes.", "").map((k) => ({ label: "NAK " + (D.nak_names[k.split(".")[1]] || k), data: S[k] }));
-    const transport = naks.concat(countSeries(["rnr_naks", "retransmits", "psn_gaps", "out_of_order"],
-      { rnr_naks: "RNR NAK", retransmits: "retransmits", psn_gaps: "PSN gaps", out_of_order: "out of order" }));
-    chart(grid, "transport", "Transport trouble", "NAKs by code, RNR NAKs, retransmissions and PSN gaps" + perPoint + ".",
-      transport.map((s, i) => Object.assign(s, { stroke: palette[i % palette.length] })));
-    const ops = keysOf("opcodes.", "").map((k, i) => ({
-      label: D.opcode_names[k.split(".")[1]] || k, data: S[k], stroke: palette[i % palette.length],
-    }));
-    chart(grid, "opcodes", "RDMA operations", "Packets per BTH opcode" + perPoint + ".", ops);
   }
 
   function latency(parent) {
@@ -278,17 +284,21 @@
     for (const [id, key, title, what] of [["readlat", "read_latency_ns", "READ latency", "READ request to its first response"],
       ["acklat", "ack_latency_ns", "ACK latency", "request to its ACK"]]) {
       const qs = ["p50", "p90", "p99", "max"].map((q, i) => ({
-        label: q, data: S[`${key}.${q}`].map((v) => (v == null ? null : v / 1e3)), stroke: palette[i],
+        label: q, data: S[`${key}.${q}`].map((v) => (v > 0 ? v / 1e3 : null)), stroke: palette[i],
         fmt: (v) => fmtNs(v * 1e3),
       }));
       const n = total(`${key}.count`);
-      chart(grid, id, title, `${what}, seen at the mirror, µs; ${fmtInt(n)} latencies matched` +
+      chart(grid, id, title, `${what}, seen at the mirror, log scale; ${fmtInt(n)} latencies matched` +
         (D.point_windows > 1 ? "; each point shows the largest quantile of its windows." : "."), qs,
-        { fmt: (v) => fmtNs(v * 1e3), axes: [{}, { values: (u, v) => v.map((a) => fmtNs(a * 1e3)), size: 70 }] });
+        { fmt: (v) => fmtNs(v * 1e3), scales: { y: { distr: 3 } }, axes: [{}, axis((v) => fmtNs(v * 1e3), 80)] });
     }
   }
 
   function opcodeMix(parent) {
+    const opSeries = keysOf("opcodes.", "").map((k, i) => ({
+      label: D.opcode_names[k.split(".")[1]] || k, data: S[k], stroke: palette[i % palette.length],
+    }));
+    chart(parent, "opcodes", "RDMA operations", "Packets per BTH opcode" + perPoint + ".", opSeries);
     const card = cardFor(parent, "Operation mix", "Packets per BTH opcode over the whole run.");
     const ops = Object.keys(D.opcode_names).map((k) => ({ name: D.opcode_names[k], code: +k, n: total("opcodes." + k) }))
       .sort((a, b) => b.n - a.n || a.code - b.code);
