@@ -214,7 +214,9 @@
         stroke: top ? palette[f.rank] : grey,
         width: f.elephant_windows > 0 ? 2.2 : 1.2,
         dash: f.jitter_windows > 0 ? [6, 3] : undefined,
-        points: { show: false, filter: () => (marks.length ? marks : null), size: 7, fill: top ? palette[f.rank] : "#888" },
+        // Dots mark the jitter windows of the coloured flows; the grey ones
+        // would bury them.
+        points: { show: false, filter: () => (top && marks.length ? marks : null), size: 6, fill: top ? palette[f.rank] : grey },
       };
     });
   }
@@ -229,7 +231,7 @@
       keys.append(el("span", {}, el("i", { class: "swatch", style: "background:" + palette[f.rank] }), flowName(f)));
     });
     if (flows.length > palette.length) keys.append(el("span", {}, el("i", { class: "swatch", style: "background:" + grey }), `${flows.length - palette.length} more flows`));
-    keys.append(el("span", {}, "thick: elephant · dashed: jitter flow · dot: a jitter window · hover a line to name it"));
+    keys.append(el("span", {}, "thick: elephant · dashed: jitter flow · dot: a jitter window of a coloured flow · hover a line to name it"));
     return keys;
   }
 
