@@ -10,7 +10,6 @@ import (
 // a nil *Options means all defaults. The page copies the Options.
 type Options struct {
 	Title        string   // page title; default "rocescope report"
-	Command      string   // the command line that made the report, shown in the header
 	Inputs       []string // what was analyzed: capture files, interfaces, state files
 	ElephantRate float64  // bits/s; drawn as the elephant threshold line (0: no line)
 	JitterRate   float64  // bits/s; drawn as the jitter threshold line (0: no line)

@@ -36,7 +36,6 @@ var (
 // script draws from. Series are named as in series.go.
 type pageData struct {
 	Title        string             `json:"title"`
-	Command      string             `json:"command"`
 	Inputs       []string           `json:"inputs"`
 	Hosts        []string           `json:"hosts"`
 	WindowNS     int64              `json:"window_ns"`
@@ -125,7 +124,6 @@ func appendNumber(b []byte, v float64) []byte {
 func (p *Page) data() *pageData {
 	d := &pageData{
 		Title:        p.opts.Title,
-		Command:      p.opts.Command,
 		Inputs:       nonNil(p.opts.Inputs),
 		Hosts:        nonNil(p.hosts),
 		WindowNS:     p.length,

@@ -68,7 +68,7 @@
     const card = el("section", { class: "card" });
     card.append(el("h1", {}, D.title));
     const what = D.inputs.length ? D.inputs.join(", ") : "no inputs named";
-    card.append(el("p", { class: "sub" }, what + (D.command ? "  ·  " + D.command : "")));
+    card.append(el("p", { class: "sub" }, what));
     const facts = el("dl", { class: "facts" });
     const fact = (k, v) => facts.append(el("div", {}, el("dt", {}, k), el("dd", {}, v)));
     const win = D.window_ns ? fmtNs(D.window_ns) : "–";
