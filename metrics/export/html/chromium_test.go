@@ -20,43 +20,49 @@ import (
 	"github.com/rocescope/rocescope/sketch"
 )
 
-// syntheticReports feeds p the reports of n one-second windows whose top
-// lists of 20 flows, taken in turn from a pool of flows, name every flow of
-// the pool; a tenth of the flows are elephants and some swing in rate.
+// syntheticReport returns the report of one-second window i of a run
+// whose top lists of 20 flows, taken in turn from a pool of flows, name
+// every flow of the pool; a tenth of the flows are elephants and some swing
+// in rate.
+func syntheticReport(i, pool int) *metrics.Report {
+	const start = int64(1_700_000_000) * 1e9
+	w := &metrics.Window{Start: start + int64(i)*1e9, Length: 1e9, Hosts: []string{"cap1", "cap2"}}
+	wave := 1 + math.Sin(float64(i)/300)
+	w.Counters[metrics.Packets] = uint64(3e6 * wave)
+	w.Counters[metrics.Bytes] = uint64(3e9 * wave)
+	w.Counters[metrics.RoCEPackets] = uint64(2.9e6 * wave)
+	w.Counters[metrics.OtherPackets] = w.Counters[metrics.Packets] - w.Counters[metrics.RoCEPackets]
+	w.Counters[metrics.CNP] = uint64(i % 97)
+	w.Counters[metrics.ECNCE] = uint64(i % 89)
+	w.Counters[metrics.Retransmits] = uint64(i % 13)
+	r := &metrics.Report{
+		Window:      w,
+		Exact:       true,
+		Flows:       sketch.Estimate{Value: float64(pool), Method: sketch.MethodLinearCounting},
+		ReadLatency: metrics.LatencySummary{Count: 100, P50: 2e4 * wave, P90: 4e4 * wave, P99: 9e4 * wave, Max: 2e5 * wave},
+		AckLatency:  metrics.LatencySummary{Count: 100, P50: 1e4 * wave, P90: 3e4 * wave, P99: 6e4 * wave, Max: 1e5 * wave},
+	}
+	for k := range 20 {
+		id := (i*7 + k*(pool/20)) % pool
+		rate := float64(pool-id) * 2e6 * (1 + 0.5*math.Sin(float64(i+id)/50))
+		f := metrics.FlowReport{Rate: rate, PrevRate: rate * 0.8}
+		f.Key = metrics.FlowKey{Src: decode.AddrFrom4([4]byte{10, 0, byte(id >> 8), byte(id)}), Dst: decode.AddrFrom4([4]byte{10, 1, 0, byte(k)}), DQP: uint32(0x11 + id)}
+		f.SQP, f.SQPKnown = uint32(0x800+id), id%2 == 0
+		f.C[metrics.FlowBytes] = uint64(rate / 8)
+		f.C[metrics.FlowPackets] = uint64(rate / 8 / 4096)
+		f.C[metrics.FlowCNP] = uint64((i + id) % 5)
+		f.Elephant = rate >= 1e9
+		f.Jitter = f.Elephant && (i+id)%13 == 0
+		r.Top = append(r.Top, f)
+	}
+	return r
+}
+
+// syntheticReports feeds p the synthetic reports of windows 0 to n-1.
 func syntheticReports(t testing.TB, p *html.Page, n, pool int) {
 	t.Helper()
-	const start = int64(1_700_000_000) * 1e9
 	for i := range n {
-		w := &metrics.Window{Start: start + int64(i)*1e9, Length: 1e9, Hosts: []string{"cap1", "cap2"}}
-		wave := 1 + math.Sin(float64(i)/300)
-		w.Counters[metrics.Packets] = uint64(3e6 * wave)
-		w.Counters[metrics.Bytes] = uint64(3e9 * wave)
-		w.Counters[metrics.RoCEPackets] = uint64(2.9e6 * wave)
-		w.Counters[metrics.OtherPackets] = w.Counters[metrics.Packets] - w.Counters[metrics.RoCEPackets]
-		w.Counters[metrics.CNP] = uint64(i % 97)
-		w.Counters[metrics.ECNCE] = uint64(i % 89)
-		w.Counters[metrics.Retransmits] = uint64(i % 13)
-		r := &metrics.Report{
-			Window:      w,
-			Exact:       true,
-			Flows:       sketch.Estimate{Value: float64(pool), Method: sketch.MethodLinearCounting},
-			ReadLatency: metrics.LatencySummary{Count: 100, P50: 2e4 * wave, P90: 4e4 * wave, P99: 9e4 * wave, Max: 2e5 * wave},
-			AckLatency:  metrics.LatencySummary{Count: 100, P50: 1e4 * wave, P90: 3e4 * wave, P99: 6e4 * wave, Max: 1e5 * wave},
-		}
-		for k := range 20 {
-			id := (i*7 + k*(pool/20)) % pool
-			rate := float64(pool-id) * 2e6 * (1 + 0.5*math.Sin(float64(i+id)/50))
-			f := metrics.FlowReport{Rate: rate, PrevRate: rate * 0.8}
-			f.Key = metrics.FlowKey{Src: decode.AddrFrom4([4]byte{10, 0, byte(id >> 8), byte(id)}), Dst: decode.AddrFrom4([4]byte{10, 1, 0, byte(k)}), DQP: uint32(0x11 + id)}
-			f.SQP, f.SQPKnown = uint32(0x800+id), id%2 == 0
-			f.C[metrics.FlowBytes] = uint64(rate / 8)
-			f.C[metrics.FlowPackets] = uint64(rate / 8 / 4096)
-			f.C[metrics.FlowCNP] = uint64((i + id) % 5)
-			f.Elephant = rate >= 1e9
-			f.Jitter = f.Elephant && (i+id)%13 == 0
-			r.Top = append(r.Top, f)
-		}
-		if err := p.Write(r); err != nil {
+		if err := p.Write(syntheticReport(i, pool)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -220,4 +226,20 @@ func writePage(t testing.TB, p *html.Page) []byte {
 		t.Fatal(err)
 	}
 	return b.Bytes()
+}
+
+// BenchmarkPageWrite measures what the page costs per window: a report
+// with a top list of 20 flows, into a page that holds 10 000 windows
+// already, so that points merge and the flow cap is reached.
+func BenchmarkPageWrite(b *testing.B) {
+	p := mustPage(b, nil)
+	syntheticReports(b, p, 10000, 1000)
+	r := syntheticReport(10000, 1000)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		r.Window.Start = int64(1_700_000_000+10000+i) * 1e9
+		if err := p.Write(r); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
