@@ -22,7 +22,8 @@
 // per series, and a rate sample per point for at most MaxFlows flows of the
 // top lists, whatever the length of the run: a capture can feed it for
 // days. Past MaxPoints it merges points in pairs (counts add up; rates,
-// levels and quantiles keep their largest value); past MaxFlows it keeps
+// levels and quantiles keep their largest value, throughput its smallest
+// too); past MaxFlows it keeps
 // the flows with the most bytes. The page says when either happened.
 //
 // # Sink

@@ -298,6 +298,16 @@ func expectedPage(t *testing.T, lines []map[string]any, maxPoints int64) (series
 		}
 		series[name] = s
 	}
+	for _, name := range []string{"gbps", "mpps"} {
+		s := make([]*float64, points)
+		for i, l := range lines {
+			v, _ := windowFigure(l, name)
+			if p := pointOf(i); s[p] == nil || v < *s[p] {
+				s[p] = &v
+			}
+		}
+		series[name+"_min"] = s
+	}
 
 	flows = map[flowKey]pageFlow{}
 	for i, l := range lines {

@@ -35,8 +35,8 @@ var ErrOrder = errors.New("windows out of order")
 // Memory is bounded whatever the run's length. A series holds at most
 // MaxPoints points: when a window falls past the last point, neighbouring
 // points are merged in pairs and each point then covers twice as many
-// windows (counts add up, rates, levels and quantiles keep their largest
-// value). At most MaxFlows flows of the top lists are charted: when the
+// windows (counts add up; rates, levels and quantiles keep their largest
+// value, and throughput its smallest too). At most MaxFlows flows of the top lists are charted: when the
 // page is full, a new flow replaces the charted flow with the fewest bytes
 // if it has more bytes in its window, else it is left out; the page says
 // how often either happened. A Page is not safe for concurrent use.

@@ -23,6 +23,7 @@ func testWindow(idx int64, packets uint64, gbps float64, top ...flowSample) wind
 	}
 	w.sum[sumPackets] = packets
 	w.max[maxGbps] = gbps
+	w.min[minGbps] = gbps
 	return w
 }
 
@@ -40,7 +41,8 @@ func mustNewPage(t *testing.T, o *Options) *Page {
 }
 
 // TestPointsMergeInPairs adds windows 0..9 to a page of 4 points: each point
-// must then cover 4 windows, summing counts and keeping the largest rate;
+// must then cover 4 windows, summing counts and keeping the largest and
+// smallest rate;
 // a window missing from a point leaves it out, and a point no window fell
 // into has no figure.
 func TestPointsMergeInPairs(t *testing.T) {
@@ -49,7 +51,7 @@ func TestPointsMergeInPairs(t *testing.T) {
 		if idx == 5 {
 			continue
 		}
-		if err := p.add(testWindow(100+idx, uint64(idx+1), float64(idx%4)*1.5, flow("a", uint64(idx)))); err != nil {
+		if err := p.add(testWindow(100+idx, uint64(idx+1), float64((idx*3)%7+1), flow("a", uint64(idx)))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,15 +59,15 @@ func TestPointsMergeInPairs(t *testing.T) {
 		t.Fatalf("width %d; want 4", p.width)
 	}
 	type pt struct {
-		Windows int
-		Packets uint64
-		Gbps    float64
+		Windows          int
+		Packets          uint64
+		GbpsMax, GbpsMin float64
 	}
 	var got []pt
 	for _, f := range p.points {
-		got = append(got, pt{f.windows, f.sum[sumPackets], f.max[maxGbps]})
+		got = append(got, pt{f.windows, f.sum[sumPackets], f.max[maxGbps], f.min[minGbps]})
 	}
-	want := []pt{{4, 1 + 2 + 3 + 4, 4.5}, {3, 5 + 7 + 8, 4.5}, {2, 9 + 10, 1.5}}
+	want := []pt{{4, 1 + 2 + 3 + 4, 7, 1}, {3, 5 + 7 + 8, 6, 1}, {2, 9 + 10, 7, 4}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("points (-want +got):\n%s", diff)
 	}

@@ -154,17 +154,12 @@ func (p *Page) data() *pageData {
 		d.N[i] = pt.windows
 	}
 	for k := range numSums {
-		s := make(numbers, len(p.points))
 		var total uint64
 		for i := range p.points {
-			s[i] = absent
-			if p.points[i].windows > 0 {
-				s[i] = float64(p.points[i].sum[k])
-				total += p.points[i].sum[k]
-			}
+			total += p.points[i].sum[k]
 		}
 		if k < numScalarSums || total > 0 {
-			d.Series[sumName(k)] = s
+			d.Series[sumName(k)] = p.series(func(f *figures) float64 { return float64(f.sum[k]) })
 		}
 		if total > 0 && k >= sumOpcodeBase && k < sumNAKCodeBase {
 			d.OpcodeNames[strconv.Itoa(k-sumOpcodeBase)] = decode.Opcode(k - sumOpcodeBase).String()
@@ -174,14 +169,10 @@ func (p *Page) data() *pageData {
 		}
 	}
 	for k := range numMaxes {
-		s := make(numbers, len(p.points))
-		for i := range p.points {
-			s[i] = absent
-			if p.points[i].windows > 0 {
-				s[i] = p.points[i].max[k]
-			}
-		}
-		d.Series[maxNames[k]] = s
+		d.Series[maxNames[k]] = p.series(func(f *figures) float64 { return f.max[k] })
+	}
+	for k := range numMins {
+		d.Series[minNames[k]] = p.series(func(f *figures) float64 { return f.min[k] })
 	}
 	for i := range p.flows {
 		f := &p.flows[i]
@@ -201,6 +192,19 @@ func (p *Page) data() *pageData {
 	}
 	slices.SortStableFunc(d.Flows, func(a, b flowData) int { return cmp.Compare(b.Bytes, a.Bytes) })
 	return d
+}
+
+// series returns the figure of each point that get reads, NaN for the
+// points no window fell into.
+func (p *Page) series(get func(*figures) float64) numbers {
+	s := make(numbers, len(p.points))
+	for i := range p.points {
+		s[i] = absent
+		if p.points[i].windows > 0 {
+			s[i] = get(&p.points[i])
+		}
+	}
+	return s
 }
 
 // nonNil returns s, or an empty slice for nil, which JSON writes as [].

@@ -112,6 +112,7 @@ func windowOf(r *metrics.Report) window {
 
 	f.max[maxGbps] = float64(c.Get(metrics.Bytes)) * 8 / float64(w.Length)
 	f.max[maxMpps] = float64(c.Get(metrics.Packets)) * 1e3 / float64(w.Length)
+	f.min[minGbps], f.min[minMpps] = f.max[maxGbps], f.max[maxMpps]
 	f.max[maxFlows] = math.Round(r.Flows.Value)
 	f.max[maxElephants] = float64(len(r.Elephants))
 	f.max[maxJitter] = float64(len(r.Jitter))

@@ -105,7 +105,7 @@
     const est = D.windows - D.exact_windows;
     if (est > 0) note(`Per-flow figures are exact in ${fmtInt(D.exact_windows)} of ${fmtInt(D.windows)} windows; in ${fmtInt(est)} the QP tables overflowed and top lists include sketch estimates (marked est.).`, true);
     else if (D.windows) note("Per-flow figures are exact in every window: the QP tables held every flow.");
-    if (D.point_windows > 1) note(`Downsampled: ${fmtInt(nPoints)} points of ${fmtInt(D.point_windows)} windows each (at most ${fmtInt(D.max_points)} per series). Counts are summed over a point's windows; rates, flow counts and latency quantiles show the largest window of the point.`, true);
+    if (D.point_windows > 1) note(`Downsampled: ${fmtInt(nPoints)} points of ${fmtInt(D.point_windows)} windows each (at most ${fmtInt(D.max_points)} per series). Counts are summed over a point's windows; rates, flow counts and latency quantiles show the largest window of the point, and throughput its smallest too.`, true);
     else note("One point per window: nothing is downsampled.");
     let flows = `Flows charted: the union of every window's top list, ${fmtInt(D.flows.length)} flows (at most ${fmtInt(D.max_flows)}). A flow's table figures add up the windows in which it made the top list.`;
     note(flows);
@@ -177,12 +177,21 @@
   const perPoint = D.point_windows > 1 ? " per point (summed over its windows)" : " per window";
 
   function traffic(parent) {
+    const down = D.point_windows > 1;
+    const gbps = (v) => v.toFixed(3) + " Gb/s";
+    const mpps = (v) => v.toFixed(4) + " Mpps";
+    const tput = [
+      { label: down ? "Gb/s (highest)" : "Gb/s", data: S.gbps, stroke: palette[0], scale: "gbps", fmt: gbps, fill: "rgba(31,111,235,0.08)" },
+      { label: down ? "Mpps (highest)" : "Mpps", data: S.mpps, stroke: palette[1], scale: "mpps", fmt: mpps },
+    ];
+    if (down) {
+      tput.push({ label: "Gb/s (lowest)", data: S.gbps_min, stroke: palette[0], dash: [4, 3], width: 1, scale: "gbps", fmt: gbps },
+        { label: "Mpps (lowest)", data: S.mpps_min, stroke: palette[1], dash: [4, 3], width: 1, scale: "mpps", fmt: mpps });
+    }
     chart(parent, "throughput", "Throughput",
-      "On-wire bits and frames per second of each window" + (D.point_windows > 1 ? " (largest window of each point)." : "."),
-      [
-        { label: "Gb/s", data: S.gbps, stroke: palette[0], scale: "gbps", fmt: (v) => v.toFixed(3) + " Gb/s", fill: "rgba(31,111,235,0.08)" },
-        { label: "Mpps", data: S.mpps, stroke: palette[1], scale: "mpps", fmt: (v) => v.toFixed(4) + " Mpps" },
-      ],
+      "On-wire bits and frames per second of each window" +
+      (down ? ": the highest and (dashed) the lowest window of each point, so that dips survive downsampling." : "."),
+      tput,
       { scales: { gbps: { range: fromZero }, mpps: { range: fromZero } },
         axes: [{}, Object.assign(axis(short, 60), { scale: "gbps", label: "Gb/s" }),
           Object.assign(axis(short, 70), { scale: "mpps", label: "Mpps", side: 1, grid: { show: false } })] });

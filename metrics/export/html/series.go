@@ -136,6 +136,20 @@ var maxNames = [numMaxes]string{
 	maxAckMax:    "ack_latency_ns.max",
 }
 
+// minSeries are the rates whose dips matter: a point also holds their
+// smallest window, so that a dip survives downsampling too.
+const (
+	minGbps = iota
+	minMpps
+	numMins
+)
+
+// minNames are the names of the min series.
+var minNames = [numMins]string{
+	minGbps: "gbps_min",
+	minMpps: "mpps_min",
+}
+
 // absent marks a max figure a window does not have, such as the latency
 // quantiles of a window without a matched latency. No real figure is NaN.
 var absent = math.NaN()
@@ -146,6 +160,7 @@ type figures struct {
 	windows int // windows added; 0 for a point no window fell into
 	sum     [numSums]uint64
 	max     [numMaxes]float64
+	min     [numMins]float64
 }
 
 // add adds the figures of o, a window or a point, to f.
@@ -165,5 +180,8 @@ func (f *figures) add(o *figures) {
 		if math.IsNaN(f.max[i]) || v > f.max[i] {
 			f.max[i] = v
 		}
+	}
+	for i, v := range o.min {
+		f.min[i] = min(f.min[i], v)
 	}
 }
