@@ -142,6 +142,9 @@ func TestWriteRejectsWindowsOutOfOrder(t *testing.T) {
 		if err := p.add(tc.next); !errors.Is(err, ErrOrder) {
 			t.Errorf("%s: %v; want ErrOrder", tc.name, err)
 		}
+		if p.windows != 1 || p.last != 5 || p.points[0].windows != 1 {
+			t.Errorf("%s: the rejected window changed the page: %d windows, last %d", tc.name, p.windows, p.last)
+		}
 	}
 }
 

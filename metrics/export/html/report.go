@@ -11,8 +11,10 @@ import (
 
 var _ metrics.Sink = (*File)(nil)
 
-// Write adds the report of one window to the page. Windows must come in
-// time order and have one length.
+// Write adds the report of one window to the page; it keeps nothing of r
+// past the call, so the engine may reuse the window. Windows must come in
+// time order and have one length, else Write returns an error wrapping
+// [ErrOrder] and the page is unchanged.
 func (p *Page) Write(r *metrics.Report) error { return p.add(windowOf(r)) }
 
 // Write adds the report of one window to the page the next Flush writes.
