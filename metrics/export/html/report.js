@@ -135,6 +135,15 @@
     const focus = opt.focus ? el("div", { class: "focus" }) : null;
     if (focus) card.insertBefore(focus, div);
     const fmt = opt.fmt || fmtInt;
+    // With many lines there is no legend: the line nearest the cursor is
+    // named above the chart, with its value there.
+    let focused = null;
+    const name = (u) => {
+      const i = focused, x = u.cursor.idx;
+      if (i == null) { focus.textContent = ""; return; }
+      const v = x == null ? null : u.data[i][x];
+      focus.textContent = u.series[i].label + (v == null ? "" : ":  " + fmt(v));
+    };
     const width = Math.max(300, div.clientWidth || card.clientWidth - 32);
     const o = {
       width,
@@ -152,7 +161,8 @@
       axes: opt.axes || [{}, axis(fmt, 70)],
       hooks: {
         draw: [(u) => { div.dataset.drawn = String(u.series.length - 1); }],
-        setSeries: focus ? [(u, i) => { focus.textContent = i == null ? "" : u.series[i].label; }] : [],
+        setSeries: focus ? [(u, i) => { focused = i; name(u); }] : [],
+        setCursor: focus ? [name] : [],
       },
     };
     const u = new uPlot(o, [x].concat(series.map((s) => s.data)), div);
