@@ -58,6 +58,7 @@ AF_XDP).`,
 				if *iface == "" {
 					return usagef("-i IFACE is required")
 				}
+				o.inputs = []string{*iface}
 				if err := o.check(); err != nil {
 					return err
 				}

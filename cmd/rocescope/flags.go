@@ -96,6 +96,7 @@ type reportOptions struct {
 	stateOut     string
 	rocePort     uint16
 	progress     bool
+	inputs       []string // what the run reads, for reports that name it (html)
 }
 
 // bind registers the report flags on fs. config is registered by
@@ -112,7 +113,7 @@ func (o *reportOptions) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&o.tableSize, "table-size", metrics.DefaultTableSize, "QP table capacity in flows; flows beyond it are counted by the sketches only")
 	fs.BoolVar(&o.exact, "exact", false, "list every flow and print the sketches' measured error next to their estimates")
 	fs.StringVar(&o.host, "host", "", "host name written into reports and states (default: this machine's name)")
-	fs.StringVar(&o.format, "format", "", "report format: jsonl, csv or table (default: table on a terminal, jsonl otherwise)")
+	fs.StringVar(&o.format, "format", "", "report format: jsonl, csv, table or html (a self-contained page of charts; needs -o FILE) (default: table on a terminal, jsonl otherwise)")
 	fs.StringVarP(&o.output, "output", "o", "-", "write reports to this file (- is standard output)")
 	fs.StringVar(&o.prometheus, "prometheus", "", "serve current totals on http://ADDR/metrics (\":9100\" binds 127.0.0.1:9100; give a host to bind elsewhere)")
 	fs.StringVar(&o.stateOut, "state-out", "", "write each window's mergeable state to this file, or to one file per window if it is a directory (a path ending in / is created as one)")
@@ -159,13 +160,18 @@ func (o *reportOptions) check() error {
 	switch o.format {
 	case "", "jsonl", "json", "csv", "table":
 		return nil
+	case "html":
+		return o.checkHTML()
 	}
-	return usagef("--format %q: want jsonl, csv or table", o.format)
+	return usagef("--format %q: want jsonl, csv, table or html", o.format)
 }
 
 // sink opens the report output and returns the sink and a function that
 // flushes and closes it.
 func (o *reportOptions) sink(e *env) (metrics.Sink, func() error, error) {
+	if o.format == "html" {
+		return o.htmlSink()
+	}
 	var w io.Writer = e.stdout
 	closeFn := func() error { return nil }
 	terminal := false
@@ -197,7 +203,7 @@ func (o *reportOptions) sink(e *env) (metrics.Sink, func() error, error) {
 		s = metrics.NewTable(w)
 	default:
 		closeFn()
-		return nil, nil, usagef("--format %q: want jsonl, csv or table", format)
+		return nil, nil, usagef("--format %q: want jsonl, csv, table or html", format)
 	}
 	return s, func() error { return errors.Join(s.Flush(), closeFn()) }, nil
 }

@@ -66,7 +66,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"replay", "--window", "0s", "x.pcap"}, "--window 0s: want at least 1ms"},
 		{[]string{"replay", "--workers", "0", "x.pcap"}, "--workers 0: want at least 1"},
 		{[]string{"replay"}, "no capture file given"},
-		{[]string{"replay", "--format", "xml", filepath.Join(dir, "x.pcap")}, `--format "xml": want jsonl, csv or table`},
+		{[]string{"replay", "--format", "xml", filepath.Join(dir, "x.pcap")}, `--format "xml": want jsonl, csv, table or html`},
 		{[]string{"gen"}, "no output file"},
 		{[]string{"gen", "--packets", "0", "x.pcap"}, "--packets 0: want at least 1"},
 		{[]string{"capture"}, "-i IFACE is required"},

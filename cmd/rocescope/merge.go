@@ -60,6 +60,7 @@ with status 0.`,
 						fmt.Fprintf(e.stderr, "rocescope merge: --%s is ignored: %s\n", f.flag, f.why)
 					}
 				}
+				o.inputs = args
 				m := &merger{opts: &o, e: e, expect: *hosts, timeout: *timeout}
 				if !*follow {
 					for _, name := range []string{"hosts", "timeout", "poll"} {

@@ -26,6 +26,7 @@ with --keep-going the damaged records are counted and the replay goes on.`,
 		example: `  rocescope replay trace.pcap
   rocescope replay --window 100ms --elephant-rate 10G --top 50 a.pcap b.pcapng.gz
   rocescope replay --format csv -o flows.csv --exact trace.pcap
+  rocescope replay --format html -o report.html trace.pcap   # charts, opens offline
   rocescope replay --state-out states/ trace.pcap   # then: rocescope merge states/*
   tcpdump -w - -i eth1 udp port 4791 | rocescope replay -`,
 		flags: func(fs *pflag.FlagSet) runner {
@@ -36,6 +37,7 @@ with --keep-going the damaged records are counted and the replay goes on.`,
 				if len(args) == 0 {
 					return usagef("no capture file given")
 				}
+				o.inputs = args
 				if err := o.check(); err != nil {
 					return err
 				}

@@ -1,0 +1,39 @@
+// Package html writes rocescope's reports as one self-contained HTML page:
+// the charts an operator looks at first after an incident (throughput, the
+// top flows' rates with the elephant and jitter thresholds, congestion and
+// PFC pauses, transport trouble, READ and ACK latency quantiles, the
+// operation mix) and a sortable table of the flows, under a header that
+// names the inputs, hosts, window, thresholds and totals and says what is
+// exact and what is estimated.
+//
+// # Page
+//
+// A [Page] collects one report per window and writes the page with
+// WriteTo. The chart library (uPlot, vendored whole under vendor/uplot),
+// the style, the script and the figures are all inside the page, which
+// opens from disk without a network. The figures are one JSON object in
+// the page's <script type="application/json" id="data"> element, named
+// after the keys of the JSON lines report ("cnp", "pfc.3.frames",
+// "read_latency_ns.p99"), so that a program can read them back.
+//
+// # Bounded memory
+//
+// A Page keeps a fixed set of numbers per point, at most MaxPoints points
+// per series, and a rate sample per point for at most MaxFlows flows of the
+// top lists, whatever the length of the run: a capture can feed it for
+// days. Past MaxPoints it merges points in pairs (counts add up; rates,
+// levels and quantiles keep their largest value, throughput its smallest
+// too); past MaxFlows it keeps
+// the flows with the most bytes. The page says when either happened.
+//
+// # Sink
+//
+// A [File] is the metrics sink: Write adds a window and Flush writes the
+// whole page to its file, atomically, when windows came since the last
+// Flush. Replay and capture flush once, at the end; merge --follow flushes
+// as windows arrive, so the page stays current.
+//
+// # Concurrency
+//
+// A Page and a File are not safe for concurrent use.
+package html

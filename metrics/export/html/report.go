@@ -1,0 +1,149 @@
+package html
+
+import (
+	"math"
+
+	"github.com/rocescope/rocescope/metrics"
+)
+
+// This file is the only one that reads the metrics package's report: the
+// rest of the package works on the window type below.
+
+var _ metrics.Sink = (*File)(nil)
+
+// Write adds the report of one window to the page; it keeps nothing of r
+// past the call, so the engine may reuse the window. Windows must come in
+// time order and have one length, else Write returns an error wrapping
+// [ErrOrder] and the page is unchanged.
+func (p *Page) Write(r *metrics.Report) error { return p.add(windowOf(r)) }
+
+// Write adds the report of one window to the page the next Flush writes.
+func (f *File) Write(r *metrics.Report) error {
+	f.dirty = true
+	return f.page.Write(r)
+}
+
+// window is what the page keeps of one report.
+type window struct {
+	start, length int64 // ns
+	hosts         []string
+	exact         bool    // every flow was in the QP tables
+	flowsMethod   string  // how the distinct flows were estimated
+	flowsRelErr   float64 // the estimate's stated relative error
+	figures
+	top []flowSample // the report's top list, largest first
+}
+
+// flowSample is one flow of a window's top list.
+type flowSample struct {
+	id                              flowID
+	sqp                             uint32
+	sqpKnown                        bool
+	bytes, packets, cnp, ecnCE, ret uint64
+	rate, delta                     float64 // bits/s, and its change from the previous window
+	elephant, jitter, estimated     bool
+}
+
+// flowID names a flow as the report does.
+type flowID struct {
+	src, dst string
+	dqp      uint32
+}
+
+// reportCounters are the sums read straight off the window's counters.
+var reportCounters = []struct {
+	sum     int
+	counter metrics.Counter
+}{
+	{sumPackets, metrics.Packets},
+	{sumBytes, metrics.Bytes},
+	{sumRoCE, metrics.RoCEPackets},
+	{sumOther, metrics.OtherPackets},
+	{sumMalformed, metrics.MalformedPackets},
+	{sumTruncated, metrics.TruncatedPackets},
+	{sumKernelDrops, metrics.KernelDrops},
+	{sumLate, metrics.LatePackets},
+	{sumSourceErrors, metrics.SourceErrors},
+	{sumUntracked, metrics.UntrackedPackets},
+	{sumMessages, metrics.Messages},
+	{sumCNP, metrics.CNP},
+	{sumECNCE, metrics.ECNCE},
+	{sumFECN, metrics.FECN},
+	{sumBECN, metrics.BECN},
+	{sumAcks, metrics.Acks},
+	{sumNAKs, metrics.NAKs},
+	{sumRNRNAKs, metrics.RNRNAKs},
+	{sumRetransmits, metrics.Retransmits},
+	{sumPSNGaps, metrics.PSNGaps},
+	{sumOutOfOrder, metrics.OutOfOrder},
+	{sumPauseFrames, metrics.PauseFrames},
+	{sumPauseQuanta, metrics.PauseQuanta},
+	{sumReadRequests, metrics.ReadRequests},
+	{sumReadUnmatched, metrics.ReadLatencyUnmatched},
+}
+
+// windowOf returns what the page keeps of r.
+func windowOf(r *metrics.Report) window {
+	w := r.Window
+	c := &w.Counters
+	out := window{
+		start:       w.Start,
+		length:      w.Length,
+		hosts:       w.Hosts,
+		exact:       r.Exact,
+		flowsMethod: r.Flows.Method,
+		flowsRelErr: r.Flows.RelErr,
+	}
+	f := &out.figures
+	f.windows = 1
+	for _, k := range reportCounters {
+		f.sum[k.sum] = c.Get(k.counter)
+	}
+	f.sum[sumCNPUnattributed] = r.CNPUnattributed
+	f.sum[sumReadCount] = r.ReadLatency.Count
+	f.sum[sumAckCount] = r.AckLatency.Count
+	for op := range 256 {
+		f.sum[sumOpcodeBase+op] = c.Opcode(uint8(op))
+	}
+	for code := range 32 {
+		f.sum[sumNAKCodeBase+code] = c.NAKCode(uint8(code))
+	}
+	for p := range 8 {
+		f.sum[sumPFCFramesBase+p], f.sum[sumPFCQuantaBase+p] = c.PFC(p)
+	}
+
+	f.max[maxGbps] = float64(c.Get(metrics.Bytes)) * 8 / float64(w.Length)
+	f.max[maxMpps] = float64(c.Get(metrics.Packets)) * 1e3 / float64(w.Length)
+	f.min[minGbps], f.min[minMpps] = f.max[maxGbps], f.max[maxMpps]
+	f.max[maxFlows] = math.Round(r.Flows.Value)
+	f.max[maxElephants] = float64(len(r.Elephants))
+	f.max[maxJitter] = float64(len(r.Jitter))
+	for i, l := range [2]metrics.LatencySummary{r.ReadLatency, r.AckLatency} {
+		q := [4]float64{absent, absent, absent, absent}
+		if l.Count > 0 {
+			q = [4]float64{l.P50, l.P90, l.P99, l.Max}
+		}
+		copy(f.max[maxReadP50+4*i:], q[:])
+	}
+
+	out.top = make([]flowSample, len(r.Top))
+	for i := range r.Top {
+		t := &r.Top[i]
+		out.top[i] = flowSample{
+			id:        flowID{src: t.Key.Src.String(), dst: t.Key.Dst.String(), dqp: t.Key.DQP},
+			sqp:       t.SQP,
+			sqpKnown:  t.SQPKnown,
+			bytes:     t.Get(metrics.FlowBytes),
+			packets:   t.Get(metrics.FlowPackets),
+			cnp:       t.Get(metrics.FlowCNP),
+			ecnCE:     t.Get(metrics.FlowECNCE),
+			ret:       t.Get(metrics.FlowRetransmits),
+			rate:      t.Rate,
+			delta:     math.Abs(t.Rate - t.PrevRate),
+			elephant:  t.Elephant,
+			jitter:    t.Jitter,
+			estimated: t.Estimated,
+		}
+	}
+	return out
+}
