@@ -27,16 +27,22 @@ type xdpMD struct {
 // as if it had arrived on the interface's queue 0, and performs the
 // redirects for real. A reader goroutine drains the socket meanwhile.
 // Reported: frames/s received and the fraction the kernel dropped (the
-// injector can outrun the reader), per RX ring size.
+// injector can outrun the reader), per RX ring size and frame size (a
+// small RoCE frame, and one padded to 3000 bytes, about the largest that
+// BPF_PROG_TEST_RUN takes).
 func BenchmarkCaptureLive(b *testing.B) {
+	small := netnstest.Traffic(1, 0, 1)[0]
+	large := append(append([]byte(nil), small...), make([]byte, 3000-len(small))...)
 	for _, ring := range []int{2048, 8192} {
-		b.Run(fmt.Sprintf("ring=%d", ring), func(b *testing.B) {
-			benchmarkCapture(b, &Config{Queues: []int{0}, RingSize: ring, NumFrames: 2 * ring})
-		})
+		for _, frame := range [][]byte{small, large} {
+			b.Run(fmt.Sprintf("ring=%d/frame=%d", ring, len(frame)), func(b *testing.B) {
+				benchmarkCapture(b, &Config{Queues: []int{0}, RingSize: ring, NumFrames: 2 * ring}, frame)
+			})
+		}
 	}
 }
 
-func benchmarkCapture(b *testing.B, cfg *Config) {
+func benchmarkCapture(b *testing.B, cfg *Config, frame []byte) {
 	p := netnstest.New(b)
 	var g *Group
 	if err := p.Do(p.NSB, func() (err error) { g, err = Open(p.IfB, cfg); return err }); err != nil {
@@ -44,7 +50,6 @@ func benchmarkCapture(b *testing.B, cfg *Config) {
 	}
 	b.Cleanup(func() { g.Close() })
 	s := g.Sockets()[0]
-	frame := netnstest.Traffic(1, 0, 1)[0]
 
 	var received atomic.Uint64
 	stop := make(chan struct{})
