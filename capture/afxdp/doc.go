@@ -8,12 +8,14 @@
 // everything else to the kernel stack, so the host keeps working normally:
 //
 //   - RoCEv2: IPv4 (any header length, first fragments only) or IPv6 with
-//     UDP destination port 4791. For IPv6 only a UDP header that directly
-//     follows the fixed 40-byte header is recognized; extension headers are
-//     not walked.
+//     UDP destination port 4791. Behind the IPv6 header, up to six
+//     hop-by-hop, routing, destination options and fragment headers are
+//     walked (a fragment header only at fragment offset 0, whose fragment
+//     carries the UDP header); a frame with more of them, or with another
+//     extension header (authentication, ESP), is passed.
 //   - RoCEv1: EtherType 0x8915.
-//   - GRE (IP protocol 47 over IPv4 or IPv6), which carries ERSPAN and plain
-//     GRE mirror traffic.
+//   - GRE (IP protocol 47 over IPv4, or over IPv6 behind the extension
+//     headers above), which carries ERSPAN and plain GRE mirror traffic.
 //   - PFC and 802.3x pause: EtherType 0x8808.
 //
 // Up to two VLAN tags (0x8100 or 0x88a8, in any order) are skipped before

@@ -2,6 +2,7 @@ package afxdp
 
 import (
 	"errors"
+	"strconv"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -46,7 +47,21 @@ const (
 	protoGRE        = 47
 	protoUDP        = 17
 	portRoCEv2      = 4791
+
+	// IPv6 extension headers the program walks (RFC 8200): hop-by-hop
+	// options, routing, fragment and destination options.
+	protoHopByHop = 0
+	protoRouting  = 43
+	protoFragment = 44
+	protoDestOpts = 60
 )
+
+// maxIPv6ExtHeaders is how many IPv6 extension headers the program walks
+// before it gives up on a frame and passes it: RFC 8200's recommended order
+// has at most six before the upper-layer header (hop-by-hop, destination
+// options, routing, fragment, authentication, destination options), of
+// which the authentication header is not walked.
+const maxIPv6ExtHeaders = 6
 
 // license is the program's license string. The program calls no GPL-only
 // helper; the kernel requires some string and accepts any.
@@ -56,6 +71,7 @@ const license = "Dual MIT/GPL"
 const (
 	labelL3       = "l3"
 	labelIPv6     = "ipv6"
+	labelUDP      = "udp"
 	labelPass     = "pass"
 	labelRedirect = "redirect"
 	labelCount    = "count"
@@ -156,25 +172,73 @@ func network() asm.Instructions {
 		asm.LSh.Imm(asm.R3, 2),
 		asm.JLT.Imm(asm.R3, 20, labelPass),
 		asm.Add.Reg(asm.R7, asm.R3), // the UDP header starts at R7+2
+		asm.Ja.Label(labelUDP),
 	)
-	insns = append(insns, udpPort()...)
-	// IPv6: fixed 40-byte header, UDP right after it.
+	// IPv6: fixed 40-byte header, then extension headers, then UDP.
 	ipv6 := ensure(2 + 40)
 	ipv6[0] = ipv6[0].WithSymbol(labelIPv6)
 	insns = append(insns, ipv6...)
 	insns = append(insns,
 		asm.LoadMem(asm.R2, asm.R7, 2+6, asm.Byte), // next header
-		asm.JEq.Imm(asm.R2, protoGRE, labelRedirect),
-		asm.JNE.Imm(asm.R2, protoUDP, labelPass),
 		asm.Add.Imm(asm.R7, 40),
 	)
+	for i := range maxIPv6ExtHeaders {
+		insns = append(insns, ipv6ExtHeader(i)...)
+	}
+	insns = append(insns,
+		asm.JEq.Imm(asm.R2, protoGRE, labelRedirect).WithSymbol(extLabel(maxIPv6ExtHeaders)),
+		asm.JNE.Imm(asm.R2, protoUDP, labelPass),
+	)
 	return append(insns, udpPort()...)
+}
+
+// extLabel names the instructions that look at the next header after i
+// IPv6 extension headers.
+func extLabel(i int) string { return "ext" + strconv.Itoa(i) }
+
+// ipv6ExtHeader looks at the IPv6 next header in R2, whose header starts at
+// R7+2: GRE redirects, UDP goes on to the port check, an extension header
+// is skipped (a fragment only if it is the first, which carries the UDP
+// header), leaving its next header in R2 and the cursor before the
+// following header. Anything else is passed.
+func ipv6ExtHeader(i int) asm.Instructions {
+	options, next := extLabel(i)+"_options", extLabel(i+1)
+	insns := asm.Instructions{
+		asm.JEq.Imm(asm.R2, protoGRE, labelRedirect).WithSymbol(extLabel(i)),
+		asm.JEq.Imm(asm.R2, protoUDP, labelUDP),
+		asm.JEq.Imm(asm.R2, protoHopByHop, options),
+		asm.JEq.Imm(asm.R2, protoRouting, options),
+		asm.JEq.Imm(asm.R2, protoDestOpts, options),
+		asm.JNE.Imm(asm.R2, protoFragment, labelPass),
+	}
+	// Fragment: 8 bytes; a fragment offset other than 0 carries no UDP header.
+	insns = append(insns, ensure(2+8)...)
+	insns = append(insns, loadBE16(asm.R3, 2+2)...)
+	insns = append(insns,
+		asm.And.Imm(asm.R3, 0xfff8),
+		asm.JNE.Imm(asm.R3, 0, labelPass),
+		asm.LoadMem(asm.R2, asm.R7, 2, asm.Byte),
+		asm.Add.Imm(asm.R7, 8),
+		asm.Ja.Label(next),
+	)
+	// Options and routing: (length field + 1) * 8 bytes, 8 at least.
+	opts := ensure(2 + 8)
+	opts[0] = opts[0].WithSymbol(options)
+	insns = append(insns, opts...)
+	return append(insns,
+		asm.LoadMem(asm.R3, asm.R7, 2+1, asm.Byte),
+		asm.Add.Imm(asm.R3, 1),
+		asm.LSh.Imm(asm.R3, 3),
+		asm.LoadMem(asm.R2, asm.R7, 2, asm.Byte),
+		asm.Add.Reg(asm.R7, asm.R3),
+	)
 }
 
 // udpPort checks the UDP destination port of the header at R7+2 and
 // jumps to redirect or pass.
 func udpPort() asm.Instructions {
 	insns := ensure(2 + 4)
+	insns[0] = insns[0].WithSymbol(labelUDP)
 	insns = append(insns, loadBE16(asm.R2, 2+2)...)
 	return append(insns,
 		asm.JEq.Imm(asm.R2, portRoCEv2, labelRedirect),

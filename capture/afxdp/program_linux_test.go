@@ -50,6 +50,30 @@ func udpHdr(sport, dport uint16) []byte {
 	return cat(be16(sport), be16(dport), be16(8+12), []byte{0, 0})
 }
 
+// extHdr is an IPv6 hop-by-hop, routing or destination options header
+// announcing next, of (units+1)*8 bytes.
+func extHdr(next byte, units byte) []byte {
+	h := make([]byte, (int(units)+1)*8)
+	h[0], h[1] = next, units
+	return h
+}
+
+// fragHdr is an IPv6 fragment header announcing next with the given
+// fragment offset (in 8-byte units) and more-fragments flag.
+func fragHdr(next byte, offset uint16, more bool) []byte {
+	f := offset << 3
+	if more {
+		f |= 1
+	}
+	return cat([]byte{next, 0}, be16(f), []byte{0, 0, 0x12, 0x34})
+}
+
+// ipv6Ext is an IPv6 RoCEv2 frame (UDP to port) behind the extension
+// headers exts, the first of which has type first.
+func ipv6Ext(first byte, port uint16, exts ...[]byte) []byte {
+	return cat(macs, be16(0x86dd), ipv6Hdr(first), cat(exts...), udpHdr(1, port), bth)
+}
+
 // bth is a BTH of an RC SEND Only to QP 0x000012, PSN 1.
 var bth = []byte{0x04, 0x40, 0xff, 0xff, 0x00, 0x00, 0x00, 0x12, 0x00, 0x00, 0x00, 0x01}
 
@@ -100,7 +124,24 @@ var classifyCases = []struct {
 	{"TCP to 4791", cat(macs, be16(0x0800), ipv4Hdr(5, 6, 0), udpHdr(1, 4791), bth), counterPassed},
 	{"UDP to 53", cat(macs, be16(0x0800), ipv4Hdr(5, 17, 0), udpHdr(4791, 53), bth), counterPassed},
 	{"UDP IPv6 to 53", cat(macs, be16(0x86dd), ipv6Hdr(17), udpHdr(4791, 53), bth), counterPassed},
-	{"IPv6 hop-by-hop then UDP 4791", cat(macs, be16(0x86dd), ipv6Hdr(0), []byte{17, 0, 0, 0, 0, 0, 0, 0}, udpHdr(1, 4791), bth), counterPassed},
+	{"IPv6 hop-by-hop then UDP 4791", ipv6Ext(0, 4791, extHdr(17, 0)), counterNoSocket},
+	{"IPv6 routing then UDP 4791", ipv6Ext(43, 4791, extHdr(17, 2)), counterNoSocket},
+	{"IPv6 destination options then UDP 4791", ipv6Ext(60, 4791, extHdr(17, 1)), counterNoSocket},
+	{"IPv6 first fragment then UDP 4791", ipv6Ext(44, 4791, fragHdr(17, 0, true)), counterNoSocket},
+	{"IPv6 hop-by-hop, options, routing, fragment then UDP 4791", ipv6Ext(0, 4791, extHdr(60, 0), extHdr(43, 0), extHdr(44, 1), fragHdr(17, 0, false)), counterNoSocket},
+	{"IPv6 six extension headers then UDP 4791", ipv6Ext(0, 4791, extHdr(60, 0), extHdr(43, 0), extHdr(44, 0), fragHdr(60, 0, false), extHdr(60, 0), extHdr(17, 0)), counterNoSocket},
+	{"IPv6 802.1Q hop-by-hop then UDP 4791", cat(macs, tag(0x8100), be16(0x86dd), ipv6Hdr(0), extHdr(17, 0), udpHdr(1, 4791), bth), counterNoSocket},
+	{"IPv6 destination options then GRE", cat(macs, be16(0x86dd), ipv6Hdr(60), extHdr(47, 0), []byte{0, 0, 0x65, 0x58}, roceV4), counterNoSocket},
+	{"IPv6 hop-by-hop ending after the port", ipv6Ext(0, 4791, extHdr(17, 0))[:14+40+8+4], counterNoSocket},
+	{"IPv6 seven extension headers then UDP 4791", ipv6Ext(0, 4791, extHdr(60, 0), extHdr(43, 0), extHdr(60, 0), extHdr(60, 0), extHdr(60, 0), extHdr(60, 0), extHdr(17, 0)), counterPassed},
+	{"IPv6 later fragment", ipv6Ext(44, 4791, fragHdr(17, 185, false)), counterPassed},
+	{"IPv6 hop-by-hop then UDP 53", ipv6Ext(0, 53, extHdr(17, 0)), counterPassed},
+	{"IPv6 hop-by-hop then TCP", ipv6Ext(0, 4791, extHdr(6, 0)), counterPassed},
+	{"IPv6 authentication header then UDP 4791", ipv6Ext(51, 4791, extHdr(17, 2)), counterPassed},
+	// The hop-by-hop header says 16 bytes; read as 8, UDP port 4791 follows.
+	{"IPv6 hop-by-hop length honoured", ipv6Ext(0, 53, cat(extHdr(17, 1)[:8], udpHdr(1, 4791))), counterPassed},
+	{"truncated in an IPv6 extension header", ipv6Ext(0, 4791, extHdr(17, 1))[:14+40+15], counterPassed},
+	{"truncated after an IPv6 extension header", ipv6Ext(0, 4791, extHdr(17, 0))[:14+40+8+3], counterPassed},
 	{"IPv4 options read as a header", optionsLikeRoCE, counterPassed},
 	{"IPv4 later fragment", laterFragment, counterPassed},
 	// IHL 4 is invalid; read as given, the UDP port would be the last two
