@@ -11,6 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
@@ -33,6 +36,7 @@ type Group struct {
 	sockets  []*Socket
 	mode     string // "driver" or "generic"
 	zeroCopy bool
+	snapLen  int
 	notes    []string // why a faster mode was not used
 
 	closeOnce sync.Once
@@ -55,13 +59,21 @@ func Open(iface string, cfg *Config) (_ *Group, err error) {
 	if len(c.Queues) == 0 {
 		c.Queues = sysfsQueues(iface)
 	}
-	g := &Group{iface: iface}
+	g := &Group{iface: iface, snapLen: c.SnapLen}
 	defer func() {
 		if err != nil {
 			_ = g.Close()
 		}
 	}()
-	spec := collectionSpec(c.All, uint32(slices.Max(c.Queues)+1))
+	for _, h := range helpers {
+		if err := features.HaveProgramHelper(ebpf.XDP, h.fn); err != nil {
+			if errors.Is(err, ebpf.ErrNotSupported) {
+				return nil, g.errorf(fmt.Sprintf("XDP programs of this kernel lack %s (Linux %s)", h.name, h.since), err)
+			}
+			return nil, g.errorf("probe BPF helper "+h.name, err)
+		}
+	}
+	spec := collectionSpec(c.All, uint32(slices.Max(c.Queues)+1), uint32(c.SnapLen))
 	if err = spec.LoadAndAssign(&g.objs, nil); err != nil {
 		return nil, g.errorf("load XDP program", err)
 	}
@@ -80,6 +92,19 @@ func Open(iface string, cfg *Config) (_ *Group, err error) {
 		}
 	}
 	return g, nil
+}
+
+// helpers are the BPF helpers the program needs besides the redirect and
+// map lookup that AF_XDP itself needs, with the Linux version that
+// brought each to XDP programs.
+var helpers = []struct {
+	fn          asm.BuiltinFunc
+	name, since string
+}{
+	{asm.FnXdpAdjustMeta, "bpf_xdp_adjust_meta", "4.15"},
+	{asm.FnXdpAdjustTail, "bpf_xdp_adjust_tail", "4.18"},
+	{asm.FnXdpGetBuffLen, "bpf_xdp_get_buff_len", "5.18"},
+	{asm.FnKtimeGetNs, "bpf_ktime_get_ns", "4.1"},
 }
 
 // errorf wraps err with what failed on the group's interface, and says
@@ -191,8 +216,9 @@ func (g *Group) Sockets() []*Socket { return slices.Clone(g.sockets) }
 // Mode returns how the program is attached: "driver" or "generic".
 func (g *Group) Mode() string { return g.mode }
 
-// Describe says how the group captures, for example "AF_XDP, 1 queue,
-// generic mode, copy", followed by why faster modes were not used.
+// Describe says how the group captures and within which limits, for
+// example "AF_XDP, 1 queue, generic mode, copy, frames cut to 512 bytes,
+// per-frame kernel timestamps", followed by why faster modes were not used.
 func (g *Group) Describe() string {
 	var b strings.Builder
 	b.WriteString("AF_XDP, ")
@@ -208,6 +234,9 @@ func (g *Group) Describe() string {
 	} else {
 		b.WriteString(" mode, copy")
 	}
+	b.WriteString(", frames cut to ")
+	b.WriteString(strconv.Itoa(g.snapLen))
+	b.WriteString(" bytes, per-frame kernel timestamps")
 	if len(g.notes) > 0 {
 		b.WriteString(" (")
 		b.WriteString(strings.Join(g.notes, "; "))

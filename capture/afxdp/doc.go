@@ -27,13 +27,41 @@
 // the kernel instead of dropped. A per-CPU array counts frames redirected,
 // matched on a queue without a socket, and passed ([Group.Counters]).
 //
+// # Frames, lengths and times
+//
+// Before the redirect the program writes 16 bytes of XDP metadata
+// (bpf_xdp_adjust_meta) in front of the frame: the time it ran
+// (bpf_ktime_get_ns, CLOCK_MONOTONIC) and the frame's length. Then it cuts
+// a frame longer than [Config.SnapLen] (default 512 bytes: every header
+// rocescope decodes, CM MADs included) to that length with
+// bpf_xdp_adjust_tail. So frames of any length up to the MTU (9216 and
+// beyond) fit in a UMEM frame and are counted, and the socket delivers
+// Frame.Data = the first SnapLen bytes and Frame.OrigLen = the length on
+// the wire.
+//
+// Frame.Time is the program's timestamp converted to Unix ns with the
+// offset between CLOCK_REALTIME and CLOCK_MONOTONIC, which each socket
+// measures when it is made and again at most a second later whenever
+// frames arrive (a wall clock step shows in frame times within a
+// second). Precision: the nanosecond at which the XDP hook ran, in the
+// driver's receive path (driver mode) or at the start of the kernel's
+// receive path (generic mode), a few microseconds at most after the frame
+// reached the host; the offset adds an error under a microsecond.
+//
+// A driver that does not support XDP metadata makes bpf_xdp_adjust_meta
+// fail. The program then redirects the frame whole and without metadata:
+// it gets the time Next found it, and a frame longer than FrameSize minus
+// 256 bytes (the XDP headroom the kernel keeps in each UMEM frame) does
+// not fit and is dropped by the kernel (counted in Dropped).
+// [Socket.NoMetadata] counts such frames. [Open] fails with a reason on a
+// kernel whose XDP programs lack one of the helpers (Linux before 5.18),
+// so that the caller can fall back to AF_PACKET.
+//
 // # Sources
 //
 // Each socket is a capture.Source ([Socket]). Next lends frames that point
 // into the socket's UMEM: they stay valid until the next call to Next or
 // Close, which hands the buffers back to the kernel's fill ring in one batch.
-// AF_XDP carries no per-packet timestamp, so every frame of a batch gets
-// the same Time, one clock reading taken when Next found the frames.
 // Frame.Port is the queue index and Frame.Link is Ethernet.
 //
 // A Socket is owned by one goroutine. Stats may be called from any
@@ -45,11 +73,11 @@
 // The program is attached through a BPF link in driver (native) mode when
 // the driver supports it, in generic (skb) mode otherwise; sockets are bound
 // in zero-copy mode when the driver supports it, in copy mode otherwise.
-// [Group.Describe] tells which were used and why the faster one was not.
-//
-// A frame longer than FrameSize minus 256 bytes (the XDP headroom the
-// kernel keeps in each UMEM frame) does not fit and is dropped by the
-// kernel (counted in Dropped); the default 4096 takes 3840-byte frames.
+// [Group.Describe] tells which were used and why the faster one was not,
+// and the snap length. A driver whose MTU is larger than a page refuses
+// driver mode to a program that does not handle multi-buffer frames, as
+// this one does not: a veth with MTU 9000 does (ERANGE), and the program
+// then runs in generic mode, where frames of any length are linear.
 //
 // # veth
 //

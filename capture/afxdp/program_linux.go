@@ -33,7 +33,21 @@ const (
 const (
 	xdpMDData         = 0
 	xdpMDDataEnd      = 4
+	xdpMDDataMeta     = 8
 	xdpMDRxQueueIndex = 16
+)
+
+// The metadata the program writes in front of every frame it redirects,
+// which the kernel copies into the UMEM frame just before the frame's
+// bytes: 16 bytes in host byte order.
+const (
+	metaLen     = 16
+	metaTime    = 0  // uint64: bpf_ktime_get_ns() (CLOCK_MONOTONIC) when the program ran
+	metaWireLen = 8  // uint32: the frame's length before the program trimmed it
+	metaMagic   = 12 // uint32: metaMagicValue, which the reader clears after use
+	// metaMagicValue marks metadata the program wrote ("rsm1"), as opposed
+	// to whatever bytes precede a frame redirected without metadata.
+	metaMagicValue = 0x72736d31
 )
 
 // Header facts the program matches on.
@@ -74,6 +88,7 @@ const (
 	labelUDP      = "udp"
 	labelPass     = "pass"
 	labelRedirect = "redirect"
+	labelSend     = "send"
 	labelCount    = "count"
 	labelReturn   = "return"
 )
@@ -84,8 +99,9 @@ const (
 
 // program returns the XDP program. With all set it redirects every frame;
 // otherwise it redirects RoCEv2, RoCEv1, GRE and PFC/pause frames as the
-// package documentation describes and passes the rest.
-func program(all bool) asm.Instructions {
+// package documentation describes and passes the rest. Frames it redirects
+// carry metadata and are cut to snapLen bytes (see redirectAndCount).
+func program(all bool, snapLen uint32) asm.Instructions {
 	insns := asm.Instructions{asm.Mov.Reg(asm.R6, asm.R1)}
 	if !all {
 		insns = append(insns, classify()...)
@@ -98,7 +114,7 @@ func program(all bool) asm.Instructions {
 			asm.Ja.Label(labelCount),
 		)
 	}
-	return append(insns, redirectAndCount()...)
+	return append(insns, redirectAndCount(snapLen)...)
 }
 
 // ensure emits a check that n bytes from the cursor are inside the packet
@@ -246,12 +262,41 @@ func udpPort() asm.Instructions {
 	)
 }
 
-// redirectAndCount redirects to the socket of the receive queue, falling
-// back to XDP_PASS, then counts the verdict: the counter index is stored at
-// R10-4 and the verdict in R9 by every path into count.
-func redirectAndCount() asm.Instructions {
+// redirectAndCount writes the metadata, cuts the frame to snapLen bytes
+// and redirects it to the socket of the receive queue, falling back to
+// XDP_PASS, then counts the verdict: the counter index is stored at R10-4
+// and the verdict in R9 by every path into count.
+//
+// When bpf_xdp_adjust_meta fails (a driver without metadata support) the
+// frame is redirected whole and without metadata, so that its length is
+// still known. The cursor in R7 is not needed any more and holds the wire
+// length.
+func redirectAndCount(snapLen uint32) asm.Instructions {
 	return asm.Instructions{
-		asm.LoadMem(asm.R2, asm.R6, xdpMDRxQueueIndex, asm.Word).WithSymbol(labelRedirect),
+		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol(labelRedirect),
+		asm.FnXdpGetBuffLen.Call(),
+		asm.Mov.Reg(asm.R7, asm.R0),
+		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.Mov.Imm(asm.R2, -metaLen),
+		asm.FnXdpAdjustMeta.Call(),
+		asm.JNE.Imm(asm.R0, 0, labelSend),
+		asm.FnKtimeGetNs.Call(),
+		asm.LoadMem(asm.R2, asm.R6, xdpMDDataMeta, asm.Word),
+		asm.LoadMem(asm.R3, asm.R6, xdpMDData, asm.Word),
+		asm.Mov.Reg(asm.R4, asm.R2),
+		asm.Add.Imm(asm.R4, metaLen),
+		asm.JGT.Reg(asm.R4, asm.R3, labelSend),
+		asm.StoreMem(asm.R2, metaTime, asm.R0, asm.DWord),
+		asm.StoreMem(asm.R2, metaWireLen, asm.R7, asm.Word),
+		asm.Mov.Imm32(asm.R3, metaMagicValue),
+		asm.StoreMem(asm.R2, metaMagic, asm.R3, asm.Word),
+		asm.JLE.Imm(asm.R7, int32(snapLen), labelSend),
+		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.Mov.Imm(asm.R2, int32(snapLen)),
+		asm.Sub.Reg(asm.R2, asm.R7), // negative: shrink by wire length - snapLen
+		asm.FnXdpAdjustTail.Call(),  // on failure the frame goes whole
+
+		asm.LoadMem(asm.R2, asm.R6, xdpMDRxQueueIndex, asm.Word).WithSymbol(labelSend),
 		asm.LoadMapPtr(asm.R1, 0).WithReference(xsksMapName),
 		asm.Mov.Imm(asm.R3, xdpPass),
 		asm.FnRedirectMap.Call(),
@@ -276,7 +321,7 @@ func redirectAndCount() asm.Instructions {
 
 // collectionSpec describes the program and its maps. The XSKMAP has one
 // entry per queue index up to the highest queue captured.
-func collectionSpec(all bool, xskEntries uint32) *ebpf.CollectionSpec {
+func collectionSpec(all bool, xskEntries, snapLen uint32) *ebpf.CollectionSpec {
 	return &ebpf.CollectionSpec{
 		Maps: map[string]*ebpf.MapSpec{
 			xsksMapName: {
@@ -298,7 +343,7 @@ func collectionSpec(all bool, xskEntries uint32) *ebpf.CollectionSpec {
 			programName: {
 				Name:         programName,
 				Type:         ebpf.XDP,
-				Instructions: program(all),
+				Instructions: program(all, snapLen),
 				License:      license,
 			},
 		},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"golang.org/x/sys/unix"
 )
 
 // Frame pieces, written byte by byte.
@@ -165,7 +166,7 @@ var classifyCases = []struct {
 
 func TestProgramAssembles(t *testing.T) {
 	for _, all := range []bool{false, true} {
-		insns := program(all)
+		insns := program(all, DefaultSnapLen)
 		var buf bytes.Buffer
 		if err := insns.Marshal(&buf, binary.LittleEndian); err != nil {
 			t.Fatalf("program(all=%v).Marshal: %v\n%v", all, err, insns)
@@ -178,7 +179,7 @@ func TestProgramAssembles(t *testing.T) {
 		}
 	}
 	// All mode has no parser: it must be the redirect-and-count tail alone.
-	if got, want := len(program(true)), 1+len(redirectAndCount()); got != want {
+	if got, want := len(program(true, DefaultSnapLen)), 1+len(redirectAndCount(DefaultSnapLen)); got != want {
 		t.Errorf("program(all=true) has %d instructions, want %d", got, want)
 	}
 }
@@ -190,7 +191,7 @@ func loadForTest(t testing.TB, all bool) *objects {
 		t.Skip("live test: loads a BPF program; set ROCESCOPE_LIVE=1 and run as root")
 	}
 	var objs objects
-	if err := collectionSpec(all, 4).LoadAndAssign(&objs, nil); err != nil {
+	if err := collectionSpec(all, 4, DefaultSnapLen).LoadAndAssign(&objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			t.Fatalf("load: %+v", ve)
@@ -246,6 +247,65 @@ func TestProgramClassifyLive(t *testing.T) {
 					t.Errorf("all=%v %s: counter %d moved by %d, want %d", all, c.name, i, d, w)
 				}
 			}
+		}
+	}
+}
+
+// TestProgramMetadataLive runs the program in the kernel on RoCE frames
+// around the snap length and on a frame it passes, and checks what it
+// hands on: the metadata (wire length, magic, a CLOCK_MONOTONIC time taken
+// during the run) in front of a frame cut to the snap length, and nothing
+// added to or cut from a passed frame.
+func TestProgramMetadataLive(t *testing.T) {
+	objs := loadForTest(t, false)
+	pad := func(f []byte, n int) []byte { return append(append([]byte(nil), f...), make([]byte, n-len(f))...) }
+	for _, c := range []struct {
+		name  string
+		frame []byte
+		meta  bool
+	}{
+		{"RoCEv2 short", roceV4, true},
+		{"RoCEv2 snap length", pad(roceV4, DefaultSnapLen), true},
+		{"RoCEv2 snap length + 1", pad(roceV4, DefaultSnapLen+1), true},
+		{"RoCEv2 IPv6 3000 bytes", pad(roceV6, 3000), true},
+		{"ARP", arp, false},
+		{"UDP 3000 bytes", pad(cat(macs, be16(0x0800), ipv4Hdr(5, 17, 0), udpHdr(4791, 53)), 3000), false},
+	} {
+		opts := &ebpf.RunOptions{Data: c.frame, DataOut: make([]byte, len(c.frame)+metaLen)}
+		var before, after unix.Timespec
+		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &before)
+		ret, err := objs.Program.Run(opts)
+		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &after)
+		if err != nil {
+			t.Fatalf("%s: run: %v", c.name, err)
+		}
+		out := opts.DataOut // the kernel's output: metadata, then the frame
+		if ret != xdpPass {
+			t.Errorf("%s: verdict %d, want XDP_PASS", c.name, ret)
+		}
+		if !c.meta {
+			if !bytes.Equal(out, c.frame) {
+				t.Errorf("%s: passed frame changed: %d bytes out, %d in", c.name, len(out), len(c.frame))
+			}
+			continue
+		}
+		keep := min(len(c.frame), DefaultSnapLen)
+		if len(out) != metaLen+keep {
+			t.Errorf("%s: %d bytes out, want %d of metadata and %d of frame", c.name, len(out), metaLen, keep)
+			continue
+		}
+		m, data := out[:metaLen], out[metaLen:]
+		if !bytes.Equal(data, c.frame[:keep]) {
+			t.Errorf("%s: the frame out is not the first %d bytes of the frame in", c.name, keep)
+		}
+		if got := binary.NativeEndian.Uint32(m[metaMagic:]); got != metaMagicValue {
+			t.Errorf("%s: magic %#x, want %#x", c.name, got, metaMagicValue)
+		}
+		if got := binary.NativeEndian.Uint32(m[metaWireLen:]); got != uint32(len(c.frame)) {
+			t.Errorf("%s: wire length %d, want %d", c.name, got, len(c.frame))
+		}
+		if got := int64(binary.NativeEndian.Uint64(m[metaTime:])); got < before.Nano() || got > after.Nano() {
+			t.Errorf("%s: time %d outside the run, %d to %d (CLOCK_MONOTONIC)", c.name, got, before.Nano(), after.Nano())
 		}
 	}
 }
