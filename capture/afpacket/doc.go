@@ -22,11 +22,13 @@
 // on the same source; the ring blocks they live in are handed back to the
 // kernel then.
 //
-// Frame.Time is the kernel's software receive timestamp of each frame
-// (skb->tstamp, CLOCK_REALTIME, taken when the frame entered the kernel's
-// receive path, after the driver), reported by TPACKET_V3 per frame in
-// nanoseconds: a frame's own time, a few microseconds after it reached the
-// host, not the time its block was handed over.
+// Frame.Time is the kernel's software receive time of each frame
+// (CLOCK_REALTIME: skb->tstamp, stamped when the frame entered the
+// kernel's receive path after the driver, or, when nothing asked for
+// stamps, the time the packet socket's receive hook ran, in the same
+// path), which TPACKET_V3 reports per frame in nanoseconds: a frame's own
+// time, microseconds after it reached the host, not the time its block
+// was handed over.
 //
 // # Timeouts and closing
 //

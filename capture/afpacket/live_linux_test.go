@@ -359,3 +359,26 @@ func TestOpenUnprivileged(t *testing.T) {
 		t.Errorf("Open without privileges: %v, want a permission error naming CAP_NET_RAW", err)
 	}
 }
+
+// TestIPv6ExtensionsLive sends the filter cases of IPv6 frames (extension
+// headers among them) through the veth pair: the socket must deliver
+// exactly those the filter table keeps.
+func TestIPv6ExtensionsLive(t *testing.T) {
+	p := netnstest.New(t)
+	g := openLive(t, p, liveConfig(1, false, ""))
+	var frames, kept [][]byte
+	for _, c := range filterCases {
+		if !strings.HasPrefix(c.name, "ipv6") && !strings.HasPrefix(c.name, "vlan ipv6") {
+			continue
+		}
+		frames = append(frames, c.frame)
+		if c.keep {
+			kept = append(kept, c.frame)
+		}
+	}
+	if len(kept) < 10 || len(frames)-len(kept) < 10 {
+		t.Fatalf("%d IPv6 cases of which %d kept: too few of either to prove much", len(frames), len(kept))
+	}
+	got := captureAll(t, g, p, frames, uint64(len(kept)))
+	compareSets(t, "IPv6 cases", got[0].frames, kept)
+}

@@ -458,3 +458,58 @@ func TestFrameLengthsLive(t *testing.T) {
 		t.Errorf("Stats = %+v (%+v), want %d received and none dropped", st, x, len(frames))
 	}
 }
+
+// TestIPv6ExtensionsLive sends the program cases of IPv6 frames (extension
+// headers among them) through the veth pair: the socket must deliver
+// exactly those the program redirects, and the kernel the others.
+func TestIPv6ExtensionsLive(t *testing.T) {
+	p := netnstest.New(t)
+	var g *Group
+	if err := p.Do(p.NSB, func() (err error) { g, err = Open(p.IfB, &Config{Queues: []int{0}}); return err }); err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { g.Close() })
+	var frames [][]byte
+	want := make(map[string]int)
+	for _, c := range classifyCases {
+		if !strings.Contains(c.name, "IPv6") {
+			continue
+		}
+		frames = append(frames, c.frame)
+		if c.want == counterNoSocket {
+			want[frameKey(c.frame, DefaultSnapLen)]++
+		}
+	}
+	if len(want) < 10 || len(frames)-len(want) < 10 {
+		t.Fatalf("%d IPv6 cases of which %d redirected: too few of either to prove much", len(frames), len(want))
+	}
+	if n, err := p.Send(frames); err != nil || n != len(frames) {
+		t.Fatalf("Send = %d, %v", n, err)
+	}
+	got := make(map[string]int)
+	b := capture.NewBatch(64)
+	// Read until the redirected frames are in and one more poll brought
+	// nothing (or two seconds passed).
+	for n, try := 0, 0; try < 20; try++ {
+		if err := g.Sockets()[0].Next(b); err != nil {
+			t.Fatalf("Next: %v", err)
+		}
+		if len(b.Frames) == 0 && n >= len(want) {
+			break
+		}
+		n += len(b.Frames)
+		for _, f := range b.Frames {
+			got[fmt.Sprintf("%d:%s", f.OrigLen, f.Data)]++
+		}
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("redirected frame received %d times, want %d: % x", got[k], n, k)
+		}
+	}
+	for k, n := range got {
+		if want[k] == 0 {
+			t.Errorf("frame received %d times, not redirected by the program: % x", n, k)
+		}
+	}
+}
