@@ -382,3 +382,23 @@ func TestIPv6ExtensionsLive(t *testing.T) {
 	got := captureAll(t, g, p, frames, uint64(len(kept)))
 	compareSets(t, "IPv6 cases", got[0].frames, kept)
 }
+
+// TestInterfaceGoneLive deletes the interface while Next waits on each of
+// two sockets: each Next must say so within a second, and Close must still
+// succeed.
+func TestInterfaceGoneLive(t *testing.T) {
+	p := netnstest.New(t)
+	var g *Group
+	if err := p.Do(p.NSB, func() (err error) { g, err = Open(p.IfB, liveConfig(2, false, "")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	took := netnstest.CheckInterfaceGone(t, g.Sources()[0], p.IfB, func() { p.DeleteLink(t) })
+	t.Logf("Next noticed in %v", took)
+	if err := g.Sources()[1].Next(capture.NewBatch(1)); !errors.Is(err, capture.ErrInterfaceGone) {
+		t.Errorf("Next on the second socket = %v, want capture.ErrInterfaceGone", err)
+	}
+	if err := g.Close(); err != nil {
+		t.Errorf("Close after the interface went: %v", err)
+	}
+}

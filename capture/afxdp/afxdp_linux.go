@@ -85,6 +85,7 @@ func Open(iface string, cfg *Config) (_ *Group, err error) {
 		if err != nil {
 			return nil, err
 		}
+		s.iface = iface
 		g.sockets = append(g.sockets, s)
 		g.zeroCopy = s.zeroCopy
 		if err := g.objs.XSKs.Put(uint32(q), uint32(s.fd)); err != nil {

@@ -513,3 +513,19 @@ func TestIPv6ExtensionsLive(t *testing.T) {
 		}
 	}
 }
+
+// TestInterfaceGoneLive deletes the interface while Next waits: Next must
+// say so within a second, and Close must still succeed.
+func TestInterfaceGoneLive(t *testing.T) {
+	p := netnstest.New(t)
+	var g *Group
+	if err := p.Do(p.NSB, func() (err error) { g, err = Open(p.IfB, &Config{Queues: []int{0}}); return err }); err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { g.Close() })
+	took := netnstest.CheckInterfaceGone(t, g.Sources()[0], p.IfB, func() { p.DeleteLink(t) })
+	t.Logf("Next noticed in %v", took)
+	if err := g.Close(); err != nil {
+		t.Errorf("Close after the interface went: %v", err)
+	}
+}

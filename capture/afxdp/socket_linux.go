@@ -35,6 +35,7 @@ const completionRingSize = 64
 // capture.Source; see the package documentation for the lifetime of the
 // frames it lends.
 type Socket struct {
+	iface    string
 	queue    int
 	zeroCopy bool
 
@@ -240,10 +241,13 @@ func (s *Socket) ZeroCopy() bool { return s.zeroCopy }
 // Next returns the frames lent by the previous call to the kernel, then
 // fills b with up to cap(b.Frames) frames from the RX ring, waiting up to
 // 100 ms for some to arrive; it returns an empty batch and nil when none
-// did. Each frame gets the time and the wire length the XDP program
-// recorded in its metadata; a frame without metadata gets the time Next
-// found it and its captured length (see [Socket.Stats]). It returns
-// os.ErrClosed after Close and capture.ErrNoRoom when b has no capacity.
+// did, unless the interface has disappeared: then it returns an error
+// wrapping capture.ErrInterfaceGone (checked after each empty poll, so
+// within 100 ms). Each frame gets the time and the wire length the XDP
+// program recorded in its metadata; a frame without metadata gets the
+// time Next found it and its captured length (see [Socket.NoMetadata]).
+// It returns os.ErrClosed after Close and capture.ErrNoRoom when b has no
+// capacity.
 func (s *Socket) Next(b *capture.Batch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -266,7 +270,7 @@ func (s *Socket) Next(b *capture.Batch) error {
 			return os.ErrClosed
 		}
 		if n = atomic.LoadUint32(s.rx.producer) - s.rx.cached; n == 0 {
-			return nil
+			return s.bound()
 		}
 	}
 	n = min(n, uint32(cap(b.Frames)))
@@ -328,11 +332,38 @@ func (s *Socket) recycle() error {
 		return nil
 	}
 	// The driver sleeps until told that the fill ring has buffers again.
-	if _, _, err := unix.Recvfrom(s.fd, nil, unix.MSG_DONTWAIT); err != nil &&
-		!errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
-		return fmt.Errorf("afxdp: queue %d: wake up driver: %w", s.queue, err)
+	switch err := s.recv(); err {
+	case 0, unix.EAGAIN, unix.EINTR, unix.ENETDOWN: // down: the link may come back
+		return nil
+	case unix.ENXIO:
+		return s.gone()
+	default:
+		return fmt.Errorf("afxdp: %s: queue %d: wake up driver: %w", s.iface, s.queue, err)
+	}
+}
+
+// recv makes a recvfrom call without a buffer and without waiting, which
+// wakes a driver that waits for it and tells whether the socket is still
+// bound (ENXIO when not). It allocates nothing.
+func (s *Socket) recv() unix.Errno {
+	_, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	return e
+}
+
+// bound returns nil while the socket is bound to its queue, and an error
+// wrapping capture.ErrInterfaceGone once the kernel unbound it because its
+// interface was deleted (or moved to another network namespace). A link
+// that is merely down keeps the socket bound.
+func (s *Socket) bound() error {
+	if s.recv() == unix.ENXIO {
+		return s.gone()
 	}
 	return nil
+}
+
+// gone returns the error that says the interface disappeared.
+func (s *Socket) gone() error {
+	return fmt.Errorf("afxdp: queue %d: %w", s.queue, &capture.InterfaceError{Iface: s.iface, Err: capture.ErrInterfaceGone})
 }
 
 // wait polls the socket and the close eventfd for up to pollTimeout. Polling
