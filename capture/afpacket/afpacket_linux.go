@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/rocescope/rocescope/capture"
+	"github.com/rocescope/rocescope/capture/internal/netdev"
 	"github.com/rocescope/rocescope/decode"
 	"golang.org/x/sys/unix"
 )
@@ -82,14 +82,14 @@ func Open(iface string, cfg *Config) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	ifi, err := net.InterfaceByName(iface)
+	index, err := netdev.Index(iface)
 	if err != nil {
-		return nil, fmt.Errorf("afpacket: interface %s: %w", iface, err)
+		return nil, err
 	}
 	g := &Group{iface: iface, set: set}
 	fanoutID := -1 // chosen by the kernel when the first socket joins
 	for i := range set.Sockets {
-		s, err := open(ifi, i, &set, &fanoutID)
+		s, err := open(iface, index, i, &set, &fanoutID)
 		if err != nil {
 			return nil, errors.Join(err, g.Close())
 		}
@@ -125,15 +125,15 @@ func (g *Group) Describe() string { return g.set.describe() }
 // until it has joined the fanout group, so that no frame reaches two
 // sockets. *fanoutID is the group's fanout ID, -1 until the first socket
 // has joined.
-func open(ifi *net.Interface, port int, set *settings, fanoutID *int) (_ *Source, err error) {
+func open(iface string, index, port int, set *settings, fanoutID *int) (_ *Source, err error) {
 	fail := func(op string, err error) error {
-		return &OpError{Op: op, Iface: ifi.Name, Socket: port, Err: err}
+		return &OpError{Op: op, Iface: iface, Socket: port, Err: err}
 	}
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0) // protocol 0: no frames before bind
 	if err != nil {
 		return nil, fail("socket", err)
 	}
-	s := &Source{fd: fd, efd: -1, port: uint16(port), iface: ifi.Name, ifindex: int32(ifi.Index),
+	s := &Source{fd: fd, efd: -1, port: uint16(port), iface: iface, ifindex: int32(index),
 		blockSize: uint32(set.BlockSize), numBlocks: set.NumBlocks}
 	defer func() {
 		if err != nil {
@@ -164,7 +164,7 @@ func open(ifi *net.Interface, port int, set *settings, fanoutID *int) (_ *Source
 	if err := attach(fd, snapFilter(0)); err != nil {
 		return nil, fail("attach filter", err)
 	}
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: index}); err != nil {
 		return nil, fail("bind", err)
 	}
 	sa, err := unix.Getsockname(fd)
@@ -175,7 +175,7 @@ func open(ifi *net.Interface, port int, set *settings, fanoutID *int) (_ *Source
 		return nil, fail("link type", err)
 	}
 	if !set.NoPromisc {
-		mreq := unix.PacketMreq{Ifindex: int32(ifi.Index), Type: unix.PACKET_MR_PROMISC}
+		mreq := unix.PacketMreq{Ifindex: int32(index), Type: unix.PACKET_MR_PROMISC}
 		if err := unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mreq); err != nil {
 			return nil, fail("promiscuous mode", err)
 		}

@@ -402,3 +402,12 @@ func TestInterfaceGoneLive(t *testing.T) {
 		t.Errorf("Close after the interface went: %v", err)
 	}
 }
+
+// TestOpenNoInterface checks the error for an interface that does not
+// exist: it names the interface and wraps capture.ErrInterfaceNotFound.
+func TestOpenNoInterface(t *testing.T) {
+	_, err := Open("rsnosuchif0", nil)
+	if !errors.Is(err, capture.ErrInterfaceNotFound) || err.Error() != "capture: interface rsnosuchif0 not found" {
+		t.Errorf("Open(missing interface) = %v, want capture: interface rsnosuchif0 not found", err)
+	}
+}

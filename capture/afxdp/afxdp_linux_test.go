@@ -21,8 +21,8 @@ import (
 
 func TestOpenNoInterface(t *testing.T) {
 	_, err := Open("rs-no-such-if0", nil)
-	if err == nil || !strings.Contains(err.Error(), `interface "rs-no-such-if0" does not exist`) {
-		t.Fatalf("Open(missing interface) = %v, want an error saying it does not exist", err)
+	if !errors.Is(err, capture.ErrInterfaceNotFound) || err.Error() != "capture: interface rs-no-such-if0 not found" {
+		t.Fatalf("Open(missing interface) = %v, want capture: interface rs-no-such-if0 not found", err)
 	}
 }
 
@@ -336,17 +336,18 @@ func TestCloseUnblocksNextLive(t *testing.T) {
 	}
 }
 
-// TestOpenCleansUpLive makes Open fail after the program is attached: on
-// queue 1 of a veth that has one queue, and with zero-copy required where
-// veth cannot do it. The error must say why, and no program may be left.
+// TestOpenCleansUpLive makes Open fail: on queue 1 of a veth that has one
+// queue (before anything is loaded), and after the program is attached,
+// with zero-copy required where veth cannot do it. The error must say why,
+// and no program may be left.
 func TestOpenCleansUpLive(t *testing.T) {
 	p := netnstest.New(t)
 	for _, c := range []struct {
 		cfg  Config
 		want string
 	}{
-		{Config{Queues: []int{0, 1}}, "queue 1: copy-mode socket: bind: invalid argument"},
-		{Config{Queues: []int{0}, ZeroCopy: "on"}, "queue 0: zero-copy socket: bind: operation not supported"},
+		{Config{Queues: []int{0, 1}}, "afxdp: queue 1 asked for, but interface " + p.IfB + " has 1 RX queue (0)"},
+		{Config{Queues: []int{0}, ZeroCopy: "on"}, "afxdp: " + p.IfB + ": queue 0: zero-copy socket: bind: operation not supported"},
 	} {
 		err := p.Do(p.NSB, func() error {
 			g, err := Open(p.IfB, &c.cfg)
@@ -385,9 +386,8 @@ func TestOpenUnprivilegedLive(t *testing.T) {
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "needs root, or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF") ||
-		!strings.Contains(string(out), "operation not permitted") {
-		t.Errorf("child's Open error does not say what is missing:\n%s", out)
+	if want := "Open: afxdp: " + p.IfB + ": probe BPF helper bpf_xdp_adjust_meta: permission denied: capturing with AF_XDP needs root, or CAP_BPF, CAP_NET_ADMIN and CAP_NET_RAW\n"; !strings.Contains(string(out), want) {
+		t.Errorf("child's Open error is not %q:\n%s", want, out)
 	}
 	t.Logf("child: %s", out)
 	if xdpAttached(t, p.NSB, p.IfB) {
@@ -527,5 +527,41 @@ func TestInterfaceGoneLive(t *testing.T) {
 	t.Logf("Next noticed in %v", took)
 	if err := g.Close(); err != nil {
 		t.Errorf("Close after the interface went: %v", err)
+	}
+}
+
+// TestQueuesLive opens a veth with three receive queues: without Queues the
+// group takes all three; asking for queue 3 fails before anything is
+// loaded, saying how many queues there are.
+func TestQueuesLive(t *testing.T) {
+	p := netnstest.New(t)
+	name := p.IfB + "q"
+	if out, err := exec.Command("ip", "-n", p.NSB, "link", "add", name, "numrxqueues", "3", "type", "veth", "peer", "name", name+"p").CombinedOutput(); err != nil {
+		t.Fatalf("ip link add: %v: %s", err, out)
+	}
+	var g *Group
+	if err := p.Do(p.NSB, func() (err error) { g, err = Open(name, nil); return err }); err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { g.Close() })
+	var got []int
+	for _, s := range g.Sockets() {
+		got = append(got, s.Queue())
+	}
+	if fmt.Sprint(got) != "[0 1 2]" || !strings.HasPrefix(g.Describe(), "AF_XDP, 3 queues,") {
+		t.Errorf("queues %v, %q; want [0 1 2] and 3 queues", got, g.Describe())
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err := p.Do(p.NSB, func() error {
+		g, err := Open(name, &Config{Queues: []int{0, 3}})
+		if err == nil {
+			g.Close()
+		}
+		return err
+	})
+	if want := "afxdp: queue 3 asked for, but interface " + name + " has 3 RX queues (0-2)"; err == nil || err.Error() != want {
+		t.Errorf("Open(queues 0, 3) = %v, want %q", err, want)
 	}
 }

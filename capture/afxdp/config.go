@@ -10,9 +10,10 @@ import (
 // Open does not modify it.
 type Config struct {
 	// Queues are the receive queues to capture, one socket each. Empty
-	// means every queue listed in /sys/class/net/IFACE/queues/rx-*, or
-	// queue 0 when sysfs does not list the interface (sysfs shows the
-	// network namespace it was mounted in, not the caller's).
+	// means every receive queue of the interface: as many as the driver
+	// reports channels (receive-only and combined, as ethtool -l shows),
+	// else as /sys/class/net/IFACE/queues/rx-* lists, or queue 0 when
+	// neither tells. Open refuses a queue the interface does not have.
 	Queues []int
 	// All redirects every frame instead of RoCE, GRE and PFC only.
 	All bool
