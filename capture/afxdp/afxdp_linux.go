@@ -46,6 +46,12 @@ type Group struct {
 // cfg may be nil for the defaults. It must run in the network namespace of
 // iface; the sockets may be read from any thread afterwards. On error
 // everything made so far is released.
+//
+// A missing interface gives a *capture.InterfaceError wrapping
+// capture.ErrInterfaceNotFound, and a queue the interface does not have an
+// error saying how many it has, both before anything is loaded. Failures
+// of the kernel are *OpError, among them a kernel whose XDP programs lack
+// a helper the program needs (the caller may then fall back to AF_PACKET).
 func Open(iface string, cfg *Config) (_ *Group, err error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
