@@ -43,10 +43,11 @@
 // offset between CLOCK_REALTIME and CLOCK_MONOTONIC, which each socket
 // measures when it is made and again at most a second later whenever
 // frames arrive (a wall clock step shows in frame times within a
-// second). Precision: the nanosecond at which the XDP hook ran, in the
-// driver's receive path (driver mode) or at the start of the kernel's
-// receive path (generic mode), a few microseconds at most after the frame
-// reached the host; the offset adds an error under a microsecond.
+// second). Precision: nanoseconds, taken when the XDP hook ran, in the
+// driver's receive path (driver mode) or where the kernel's receive path
+// starts (generic mode), so after the NIC's interrupt coalescing and, in
+// generic mode, the driver's own receive work; the offset adds an error
+// under a microsecond (half the time between two clock_gettime calls).
 //
 // A driver that does not support XDP metadata makes bpf_xdp_adjust_meta
 // fail. The program then redirects the frame whole and without metadata:
@@ -62,7 +63,9 @@
 // Each socket is a capture.Source ([Socket]). Next lends frames that point
 // into the socket's UMEM: they stay valid until the next call to Next or
 // Close, which hands the buffers back to the kernel's fill ring in one batch.
-// Frame.Port is the queue index and Frame.Link is Ethernet.
+// Frame.Port is the queue index and Frame.Link is Ethernet. Once the
+// interface is deleted (the kernel unbinds the socket), Next returns an
+// error wrapping capture.ErrInterfaceGone.
 //
 // A Socket is owned by one goroutine. Stats may be called from any
 // goroutine; Close may too, and makes a Next that waits in poll return
@@ -74,10 +77,11 @@
 // the driver supports it, in generic (skb) mode otherwise; sockets are bound
 // in zero-copy mode when the driver supports it, in copy mode otherwise.
 // [Group.Describe] tells which were used and why the faster one was not,
-// and the snap length. A driver whose MTU is larger than a page refuses
-// driver mode to a program that does not handle multi-buffer frames, as
-// this one does not: a veth with MTU 9000 does (ERANGE), and the program
-// then runs in generic mode, where frames of any length are linear.
+// and the snap length. Drivers refuse driver mode to a program that does
+// not handle multi-buffer frames, as this one does not, when the MTU is
+// larger than a page holds (about 3.5 kB): a veth with MTU 9000 does
+// (ERANGE), and the program then runs in generic mode, where frames of any
+// length are linear.
 //
 // # veth
 //
@@ -89,6 +93,7 @@
 // do.) Zero-copy bind fails on veth with EOPNOTSUPP, so copy mode is used.
 //
 // Opening needs root, or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF
-// (CAP_IPC_LOCK too if the memlock limit is lower than the UMEM). On other systems than Linux
-// [Open] returns [ErrUnsupported].
+// (CAP_IPC_LOCK too if the memlock limit is lower than the UMEM); without
+// them Open returns an [OpError] that says so. On other systems than
+// Linux [Open] returns [ErrUnsupported].
 package afxdp
