@@ -57,3 +57,37 @@ type Source interface {
 	// Close releases the source's resources.
 	Close() error
 }
+
+// Errors about a live source's interface as a whole. Sources return them
+// inside an [InterfaceError] that names the interface; test for them with
+// errors.Is.
+var (
+	// ErrInterfaceNotFound means that no interface of the name exists in
+	// the network namespace the source was opened in.
+	ErrInterfaceNotFound = errors.New("capture: interface not found")
+	// ErrInterfaceGone is returned by a live source's Next once its
+	// interface has been deleted (or moved to another network namespace):
+	// no frame can arrive any more, and the source should be closed.
+	ErrInterfaceGone = errors.New("capture: interface disappeared")
+)
+
+// InterfaceError is an error about the interface a live source captures
+// on, such as "capture: interface eth1 disappeared".
+type InterfaceError struct {
+	Iface string // the interface's name
+	Err   error  // ErrInterfaceNotFound, ErrInterfaceGone, or what else went wrong
+}
+
+// Error says what happened to the interface.
+func (e *InterfaceError) Error() string {
+	switch e.Err {
+	case ErrInterfaceNotFound:
+		return "capture: interface " + e.Iface + " not found"
+	case ErrInterfaceGone:
+		return "capture: interface " + e.Iface + " disappeared"
+	}
+	return "capture: interface " + e.Iface + ": " + e.Err.Error()
+}
+
+// Unwrap returns e.Err.
+func (e *InterfaceError) Unwrap() error { return e.Err }

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/rocescope/rocescope/capture"
+	"github.com/rocescope/rocescope/capture/internal/netdev"
 	"github.com/rocescope/rocescope/decode"
 	"golang.org/x/sys/unix"
 )
@@ -53,6 +53,8 @@ type Source struct {
 	link      decode.LinkType
 	port      uint16
 	iface     string
+	ifindex   int32
+	name      unix.RawSockaddrLinklayer // getsockname's answer, kept here so that asking allocates nothing
 
 	// Read position, owned by Next (under mu).
 	cur     int    // block being read
@@ -80,14 +82,14 @@ func Open(iface string, cfg *Config) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	ifi, err := net.InterfaceByName(iface)
+	index, err := netdev.Index(iface)
 	if err != nil {
-		return nil, fmt.Errorf("afpacket: interface %s: %w", iface, err)
+		return nil, err
 	}
 	g := &Group{iface: iface, set: set}
 	fanoutID := -1 // chosen by the kernel when the first socket joins
 	for i := range set.Sockets {
-		s, err := open(ifi, i, &set, &fanoutID)
+		s, err := open(iface, index, i, &set, &fanoutID)
 		if err != nil {
 			return nil, errors.Join(err, g.Close())
 		}
@@ -123,15 +125,15 @@ func (g *Group) Describe() string { return g.set.describe() }
 // until it has joined the fanout group, so that no frame reaches two
 // sockets. *fanoutID is the group's fanout ID, -1 until the first socket
 // has joined.
-func open(ifi *net.Interface, port int, set *settings, fanoutID *int) (_ *Source, err error) {
+func open(iface string, index, port int, set *settings, fanoutID *int) (_ *Source, err error) {
 	fail := func(op string, err error) error {
-		return &OpError{Op: op, Iface: ifi.Name, Socket: port, Err: err}
+		return &OpError{Op: op, Iface: iface, Socket: port, Err: err}
 	}
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0) // protocol 0: no frames before bind
 	if err != nil {
 		return nil, fail("socket", err)
 	}
-	s := &Source{fd: fd, efd: -1, port: uint16(port), iface: ifi.Name,
+	s := &Source{fd: fd, efd: -1, port: uint16(port), iface: iface, ifindex: int32(index),
 		blockSize: uint32(set.BlockSize), numBlocks: set.NumBlocks}
 	defer func() {
 		if err != nil {
@@ -162,7 +164,7 @@ func open(ifi *net.Interface, port int, set *settings, fanoutID *int) (_ *Source
 	if err := attach(fd, snapFilter(0)); err != nil {
 		return nil, fail("attach filter", err)
 	}
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: index}); err != nil {
 		return nil, fail("bind", err)
 	}
 	sa, err := unix.Getsockname(fd)
@@ -173,7 +175,7 @@ func open(ifi *net.Interface, port int, set *settings, fanoutID *int) (_ *Source
 		return nil, fail("link type", err)
 	}
 	if !set.NoPromisc {
-		mreq := unix.PacketMreq{Ifindex: int32(ifi.Index), Type: unix.PACKET_MR_PROMISC}
+		mreq := unix.PacketMreq{Ifindex: int32(index), Type: unix.PACKET_MR_PROMISC}
 		if err := unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mreq); err != nil {
 			return nil, fail("promiscuous mode", err)
 		}
@@ -245,8 +247,9 @@ func (s *Source) blockStatus(i int) *uint32 {
 
 // Next fills b with the frames of the blocks the kernel has handed over,
 // after giving back the blocks of the previous batch. When no block is
-// ready it waits up to 100 ms, then returns an empty batch and nil. It
-// returns os.ErrClosed after Close.
+// ready it waits up to 100 ms, then returns an empty batch and nil, or,
+// when the interface has disappeared, an error wrapping
+// capture.ErrInterfaceGone. It returns os.ErrClosed after Close.
 func (s *Source) Next(b *capture.Batch) error {
 	b.Frames = b.Frames[:0]
 	if cap(b.Frames) == 0 {
@@ -279,23 +282,45 @@ func (s *Source) giveBack() {
 }
 
 // wait polls the socket and the eventfd until a block is ready, Close is
-// called or the poll timeout passes.
+// called or the poll timeout passes. When nothing arrived it checks that
+// the interface still exists.
 func (s *Source) wait() error {
 	n, err := unix.Poll(s.pfd[:], int(pollTimeout/time.Millisecond))
 	switch {
 	case s.closed.Load():
 		return os.ErrClosed
-	case err == unix.EINTR || n == 0:
+	case err == unix.EINTR:
 		return nil
+	case n == 0:
+		return s.bound()
 	case err != nil:
 		return &OpError{Op: "poll", Iface: s.iface, Socket: int(s.port), Err: err}
 	case s.pfd[0].Revents&unix.POLLERR != 0:
 		// A link that went down (ENETDOWN) is not the end of a capture:
-		// the ring stays and frames resume when the link comes back.
+		// the ring stays and frames resume when the link comes back. A
+		// deleted interface reports ENETDOWN too.
 		serr, err := unix.GetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_ERROR)
 		if err != nil || serr != 0 && unix.Errno(serr) != unix.ENETDOWN {
 			return &OpError{Op: "poll", Iface: s.iface, Socket: int(s.port), Err: errors.Join(err, unix.Errno(serr))}
 		}
+		return s.bound()
+	}
+	return nil
+}
+
+// bound returns nil while the socket is bound to its interface, and an
+// error wrapping capture.ErrInterfaceGone once the kernel has unbound it
+// because the interface was deleted (or moved to another network
+// namespace): getsockname then reports interface index -1. It allocates
+// nothing.
+func (s *Source) bound() error {
+	n := uint32(unsafe.Sizeof(s.name))
+	_, _, e := unix.RawSyscall(unix.SYS_GETSOCKNAME, uintptr(s.fd), uintptr(unsafe.Pointer(&s.name)), uintptr(unsafe.Pointer(&n)))
+	switch {
+	case e != 0:
+		return &OpError{Op: "getsockname", Iface: s.iface, Socket: int(s.port), Err: e}
+	case s.name.Ifindex != s.ifindex:
+		return fmt.Errorf("afpacket: socket %d: %w", s.port, &capture.InterfaceError{Iface: s.iface, Err: capture.ErrInterfaceGone})
 	}
 	return nil
 }

@@ -92,10 +92,3 @@ func TestOpError(t *testing.T) {
 		t.Errorf("%q blames privileges", other)
 	}
 }
-
-func TestOpenNoInterface(t *testing.T) {
-	_, err := Open("rsnosuchif0", nil)
-	if err == nil || !strings.Contains(err.Error(), "rsnosuchif0") {
-		t.Errorf("Open of a missing interface: %v", err)
-	}
-}

@@ -7,9 +7,10 @@
 // capture.Source, meant to be owned by one worker goroutine. Unless
 // [Config.All] is set, a classic BPF filter in the kernel keeps only the
 // traffic rocescope analyzes: RoCEv2 (UDP destination port 4791 over IPv4 or
-// IPv6, under zero, one or two VLAN tags), RoCEv1 (ethertype 0x8915),
-// GRE-encapsulated mirror traffic (IP protocol 47) and MAC control frames
-// (ethertype 0x8808: PFC and pause).
+// IPv6, under zero, one or two VLAN tags; behind up to six IPv6 hop-by-hop,
+// routing, destination options and first-fragment headers), RoCEv1
+// (ethertype 0x8915), GRE-encapsulated mirror traffic (IP protocol 47) and
+// MAC control frames (ethertype 0x8808: PFC and pause).
 //
 // # Frames and their lifetime
 //
@@ -20,6 +21,14 @@
 // length). A batch's frames stay valid until the next call to Next or Close
 // on the same source; the ring blocks they live in are handed back to the
 // kernel then.
+//
+// Frame.Time is the kernel's software receive time of each frame
+// (CLOCK_REALTIME: skb->tstamp, stamped when the frame entered the
+// kernel's receive path after the driver, or, when nothing asked for
+// stamps, the time the packet socket's receive hook ran, in the same
+// path), which TPACKET_V3 reports per frame in nanoseconds: a frame's own
+// time, microseconds after it reached the host, not the time its block
+// was handed over.
 //
 // # Timeouts and closing
 //

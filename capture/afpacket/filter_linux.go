@@ -2,14 +2,15 @@ package afpacket
 
 import (
 	"fmt"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
 
 // step is one instruction of a classic BPF program under construction:
 // label names the instruction as a jump target, and jt and jf name the
-// targets of a conditional jump; an empty target means the next
-// instruction. Jumps go forward only, as cBPF requires.
+// targets of a conditional jump (jt alone that of ja); an empty target
+// means the next instruction. Jumps go forward only, as cBPF requires.
 type step struct {
 	label  string
 	code   uint16
@@ -46,6 +47,10 @@ func assemble(prog []step) ([]unix.SockFilter, error) {
 		if err != nil {
 			return nil, err
 		}
+		if s.code == ja { // the target goes in k, which has room for any
+			out[i] = unix.SockFilter{Code: s.code, K: jt}
+			continue
+		}
 		if jt > 255 || jf > 255 {
 			return nil, fmt.Errorf("afpacket: filter instruction %d: jump too far", i)
 		}
@@ -60,15 +65,25 @@ const (
 	ldhInd  = unix.BPF_LD | unix.BPF_H | unix.BPF_IND   // A = 16 bits at [X+k]
 	ldbInd  = unix.BPF_LD | unix.BPF_B | unix.BPF_IND   // A = 8 bits at [X+k]
 	ldxImm  = unix.BPF_LDX | unix.BPF_W | unix.BPF_IMM  // X = k
+	ldMem   = unix.BPF_LD | unix.BPF_MEM                // A = M[k]
+	st      = unix.BPF_ST                               // M[k] = A
 	andK    = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K  // A &= k
 	lshK    = unix.BPF_ALU | unix.BPF_LSH | unix.BPF_K  // A <<= k
 	addX    = unix.BPF_ALU | unix.BPF_ADD | unix.BPF_X  // A += X
+	addK    = unix.BPF_ALU | unix.BPF_ADD | unix.BPF_K  // A += k
 	tax     = unix.BPF_MISC | unix.BPF_TAX              // X = A
+	txa     = unix.BPF_MISC | unix.BPF_TXA              // A = X
+	ja      = unix.BPF_JMP | unix.BPF_JA                // jump to jt
 	jeqK    = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K  // A == k ? jt : jf
 	jsetK   = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K // A & k != 0 ? jt : jf
 	retK    = unix.BPF_RET | unix.BPF_K                 // accept k bytes (0: drop)
 	roceUDP = 4791
 )
+
+// maxIPv6ExtHeaders is how many IPv6 extension headers the filter walks,
+// as many as the AF_XDP program does: RFC 8200's recommended order has at
+// most six before the upper-layer header.
+const maxIPv6ExtHeaders = 6
 
 // roceFilter returns the cBPF program that keeps snapLen bytes of the
 // frames rocescope analyzes and drops the rest. It sees frames as the
@@ -80,13 +95,18 @@ const (
 //   - IPv4 with protocol 47 (GRE: ERSPAN and GRE mirror traffic), or
 //     protocol 17 to destination port 4791 in the first fragment, the UDP
 //     header found through the IHL (options allowed);
-//   - IPv6 with next header 47, or 17 to destination port 4791 (extension
-//     headers are not followed: RoCEv2 does not use them).
+//   - IPv6 with next header 47, or 17 to destination port 4791, behind up
+//     to six hop-by-hop, routing, destination options and fragment headers
+//     (a fragment header only at offset 0, whose fragment carries the UDP
+//     header); more of them, or another extension header, drop the frame.
 //
 // A load past the end of the frame drops the frame, so truncated headers
 // are rejected.
+//
+// The X register holds the offset, less 14, of the header being looked
+// at; scratch word M[0] keeps an IPv6 next header while X moves on.
 func roceFilter(snapLen uint32) ([]unix.SockFilter, error) {
-	return assemble([]step{
+	prog := []step{
 		{code: ldxImm, k: 0},                               // X = bytes of VLAN tags before the ethertype: none yet
 		{code: ldhAbs, k: 12},                              // A = ethertype or TPID after the MAC addresses
 		{code: jeqK, k: 0x8100, jt: "tag1"},                // 802.1Q tag?
@@ -100,27 +120,73 @@ func roceFilter(snapLen uint32) ([]unix.SockFilter, error) {
 		{label: "type", code: jeqK, k: 0x8915, jt: "keep"}, // RoCEv1
 		{code: jeqK, k: 0x8808, jt: "keep"},                // MAC control (PFC, pause)
 		{code: jeqK, k: 0x0800, jt: "ipv4"},                // IPv4
-		{code: jeqK, k: 0x86dd, jt: "ipv6", jf: "drop"},    // IPv6, or nothing we want
-		{label: "ipv4", code: ldbInd, k: 14 + 9},           // A = IPv4 protocol
-		{code: jeqK, k: unix.IPPROTO_GRE, jt: "keep"},      // GRE mirror traffic
-		{code: jeqK, k: unix.IPPROTO_UDP, jf: "drop"},      // anything but UDP: drop
-		{code: ldhInd, k: 14 + 6},                          // A = flags and fragment offset
-		{code: jsetK, k: 0x1fff, jt: "drop"},               // not the first fragment: no UDP header
-		{code: ldbInd, k: 14},                              // A = version and IHL
-		{code: andK, k: 0x0f},                              // A = IHL (32-bit words)
-		{code: lshK, k: 2},                                 // A = IPv4 header bytes
-		{code: addX},                                       // A += tag bytes
-		{code: tax},                                        // X = offset of the UDP header less 14
-		{code: ldhInd, k: 14 + 2},                          // A = UDP destination port
-		{code: jeqK, k: roceUDP, jt: "keep", jf: "drop"},   // RoCEv2?
-		{label: "ipv6", code: ldbInd, k: 14 + 6},           // A = IPv6 next header
-		{code: jeqK, k: unix.IPPROTO_GRE, jt: "keep"},      // GRE mirror traffic
-		{code: jeqK, k: unix.IPPROTO_UDP, jf: "drop"},      // anything but UDP: drop
-		{code: ldhInd, k: 14 + 40 + 2},                     // A = UDP destination port
-		{code: jeqK, k: roceUDP, jt: "keep", jf: "drop"},   // RoCEv2?
-		{label: "keep", code: retK, k: snapLen},            // accept snapLen bytes
-		{label: "drop", code: retK, k: 0},                  // drop
-	})
+		{code: jeqK, k: 0x86dd, jf: "drop"},                // IPv6, or nothing we want
+		{code: ldbInd, k: 14 + 6},                          // A = IPv6 next header
+		{code: st, k: 0},                                   // M[0] = next header
+		{code: txa},                                        //
+		{code: addK, k: 40},                                //
+		{code: tax},                                        // X = offset of the next header less 14
+		{code: ldMem, k: 0},                                // A = next header
+	}
+	for i := range maxIPv6ExtHeaders {
+		prog = append(prog, ipv6ExtHeader(i)...)
+	}
+	prog = append(prog,
+		step{label: extLabel(maxIPv6ExtHeaders), code: jeqK, k: unix.IPPROTO_GRE, jt: "keep"},
+		step{code: jeqK, k: unix.IPPROTO_UDP, jt: "udp", jf: "drop"},
+		step{label: "ipv4", code: ldbInd, k: 14 + 9},         // A = IPv4 protocol
+		step{code: jeqK, k: unix.IPPROTO_GRE, jt: "keep"},    // GRE mirror traffic
+		step{code: jeqK, k: unix.IPPROTO_UDP, jf: "drop"},    // anything but UDP: drop
+		step{code: ldhInd, k: 14 + 6},                        // A = flags and fragment offset
+		step{code: jsetK, k: 0x1fff, jt: "drop"},             // not the first fragment: no UDP header
+		step{code: ldbInd, k: 14},                            // A = version and IHL
+		step{code: andK, k: 0x0f},                            // A = IHL (32-bit words)
+		step{code: lshK, k: 2},                               // A = IPv4 header bytes
+		step{code: addX},                                     // A += tag bytes
+		step{code: tax},                                      // X = offset of the UDP header less 14
+		step{label: "udp", code: ldhInd, k: 14 + 2},          // A = UDP destination port
+		step{code: jeqK, k: roceUDP, jt: "keep", jf: "drop"}, // RoCEv2?
+		step{label: "keep", code: retK, k: snapLen},          // accept snapLen bytes
+		step{label: "drop", code: retK, k: 0},                // drop
+	)
+	return assemble(prog)
+}
+
+// extLabel names the instructions that look at the next header after i
+// IPv6 extension headers.
+func extLabel(i int) string { return "ext" + strconv.Itoa(i) }
+
+// ipv6ExtHeader looks at the IPv6 next header in A, whose header starts at
+// X+14: GRE is kept, UDP goes on to the port check, an extension header is
+// skipped (a fragment only at offset 0), leaving its next header in A and
+// X on the following header. Anything else is dropped.
+func ipv6ExtHeader(i int) []step {
+	options, fragment, next := extLabel(i)+"_options", extLabel(i)+"_fragment", extLabel(i+1)
+	return []step{
+		{label: extLabel(i), code: jeqK, k: unix.IPPROTO_GRE, jt: "keep"},
+		{code: jeqK, k: unix.IPPROTO_UDP, jt: "udp"},
+		{code: jeqK, k: unix.IPPROTO_HOPOPTS, jt: options},
+		{code: jeqK, k: unix.IPPROTO_ROUTING, jt: options},
+		{code: jeqK, k: unix.IPPROTO_DSTOPTS, jt: options},
+		{code: jeqK, k: unix.IPPROTO_FRAGMENT, jt: fragment, jf: "drop"},
+		{label: options, code: ldbInd, k: 14},      // A = next header
+		{code: st, k: 0},                           // M[0] = next header
+		{code: ldbInd, k: 14 + 1},                  // A = length in 8-byte units, less one
+		{code: addK, k: 1},                         //
+		{code: lshK, k: 3},                         // A = header bytes
+		{code: addX},                               //
+		{code: tax},                                // X = offset of the following header less 14
+		{code: ldMem, k: 0},                        // A = next header
+		{code: ja, jt: next},                       //
+		{label: fragment, code: ldhInd, k: 14 + 2}, // A = fragment offset and flags
+		{code: jsetK, k: 0xfff8, jt: "drop"},       // not the first fragment: no UDP header
+		{code: ldbInd, k: 14},                      // A = next header
+		{code: st, k: 0},                           // M[0] = next header
+		{code: txa},                                //
+		{code: addK, k: 8},                         //
+		{code: tax},                                // X = offset of the following header less 14
+		{code: ldMem, k: 0},                        // A = next header
+	}
 }
 
 // snapFilter returns the one-instruction program that keeps snapLen bytes

@@ -14,6 +14,7 @@ import (
 // number of bytes to keep (0: drop). A load past the end of pkt drops it.
 func runBPF(prog []unix.SockFilter, pkt []byte) (uint32, error) {
 	var a, x uint32
+	var mem [16]uint32
 	load := func(off uint32, size uint16) (uint32, bool) {
 		n := map[uint16]uint32{unix.BPF_B: 1, unix.BPF_H: 2, unix.BPF_W: 4}[size]
 		if n == 0 || uint64(off)+uint64(n) > uint64(len(pkt)) {
@@ -42,6 +43,10 @@ func runBPF(prog []unix.SockFilter, pkt []byte) (uint32, error) {
 			a = v
 		case class == unix.BPF_LDX && mode == unix.BPF_IMM:
 			x = ins.K
+		case class == unix.BPF_LD && mode == unix.BPF_MEM && ins.K < 16:
+			a = mem[ins.K]
+		case class == unix.BPF_ST && ins.K < 16:
+			mem[ins.K] = a
 		case class == unix.BPF_ALU:
 			operand := ins.K
 			if src == unix.BPF_X {
@@ -59,6 +64,10 @@ func runBPF(prog []unix.SockFilter, pkt []byte) (uint32, error) {
 			}
 		case class == unix.BPF_MISC && ins.Code&0xf8 == unix.BPF_TAX:
 			x = a
+		case class == unix.BPF_MISC && ins.Code&0xf8 == unix.BPF_TXA:
+			a = x
+		case class == unix.BPF_JMP && op == unix.BPF_JA:
+			pc += int(ins.K)
 		case class == unix.BPF_JMP && src == unix.BPF_K && (op == unix.BPF_JEQ || op == unix.BPF_JSET):
 			cond := a == ins.K
 			if op == unix.BPF_JSET {
@@ -120,11 +129,32 @@ func wantKeep(f []byte) bool {
 		return ok && port == 4791
 	case 0x86dd:
 		next, ok := u8(l3 + 6)
-		if !ok || next == 47 {
-			return ok
+		at := l3 + 40
+		for i := 0; ok; i++ {
+			switch {
+			case next == 47:
+				return true
+			case next == 17:
+				port, ok := u16(at + 2)
+				return ok && port == 4791
+			case i == 6:
+				return false
+			case next == 0 || next == 43 || next == 60:
+				units, ok2 := u8(at + 1)
+				next, ok = u8(at)
+				ok = ok && ok2
+				at += 8 * (int(units) + 1)
+			case next == 44:
+				frag, ok1 := u16(at + 2)
+				if !ok1 || frag&0xfff8 != 0 {
+					return false
+				}
+				next, ok = u8(at)
+				at += 8
+			default:
+				return false
+			}
 		}
-		port, ok := u16(l3 + 40 + 2)
-		return ok && next == 17 && port == 4791
 	}
 	return false
 }
@@ -159,6 +189,24 @@ func ip6(next byte) []byte {
 	h := make([]byte, 40)
 	h[0], h[6], h[7] = 0x60, next, 64
 	return h
+}
+
+// ext6 is an IPv6 hop-by-hop, routing or destination options header of
+// (units+1)*8 bytes announcing next.
+func ext6(next, units byte) []byte {
+	h := make([]byte, (int(units)+1)*8)
+	h[0], h[1] = next, units
+	return h
+}
+
+// frag6 is an IPv6 fragment header announcing next, with the fragment
+// offset (8-byte units) and more-fragments flag.
+func frag6(next byte, offset uint16, more bool) []byte {
+	f := offset << 3
+	if more {
+		f |= 1
+	}
+	return append(binary.BigEndian.AppendUint16([]byte{next, 0}, f), 0, 0, 0x12, 0x34)
 }
 
 func udp(sport, dport uint16) []byte {
@@ -198,6 +246,23 @@ var filterCases = []struct {
 	{"ipv6 udp 53", cat(eth(0x86dd), ip6(17), udp(50000, 53)), false},
 	{"ipv6 gre", cat(eth(0x86dd), ip6(47)), true},
 	{"ipv6 tcp 4791", cat(eth(0x86dd), ip6(6), udp(50000, 4791)), false},
+	{"ipv6 hop-by-hop udp 4791", cat(eth(0x86dd), ip6(0), ext6(17, 0), udp(50000, 4791)), true},
+	{"ipv6 routing udp 4791", cat(eth(0x86dd), ip6(43), ext6(17, 2), udp(50000, 4791)), true},
+	{"ipv6 destination options udp 4791", cat(eth(0x86dd), ip6(60), ext6(17, 1), udp(50000, 4791)), true},
+	{"ipv6 first fragment udp 4791", cat(eth(0x86dd), ip6(44), frag6(17, 0, true), udp(50000, 4791)), true},
+	{"ipv6 later fragment udp 4791", cat(eth(0x86dd), ip6(44), frag6(17, 185, false), udp(50000, 4791)), false},
+	{"ipv6 four extension headers udp 4791", cat(eth(0x86dd), ip6(0), ext6(60, 0), ext6(43, 1), ext6(44, 0), frag6(17, 0, false), udp(50000, 4791)), true},
+	{"ipv6 six extension headers udp 4791", cat(eth(0x86dd), ip6(0), ext6(60, 0), ext6(43, 0), ext6(44, 0), frag6(60, 0, false), ext6(60, 0), ext6(17, 0), udp(50000, 4791)), true},
+	{"ipv6 seven extension headers udp 4791", cat(eth(0x86dd), ip6(0), ext6(60, 0), ext6(60, 0), ext6(60, 0), ext6(60, 0), ext6(60, 0), ext6(60, 0), ext6(17, 0), udp(50000, 4791)), false},
+	{"vlan ipv6 hop-by-hop udp 4791", cat(eth(0x8100, 0x86dd), ip6(0), ext6(17, 0), udp(50000, 4791)), true},
+	{"ipv6 destination options gre", cat(eth(0x86dd), ip6(60), ext6(47, 0)), true},
+	{"ipv6 hop-by-hop udp 53", cat(eth(0x86dd), ip6(0), ext6(17, 0), udp(50000, 53)), false},
+	{"ipv6 hop-by-hop tcp 4791", cat(eth(0x86dd), ip6(0), ext6(6, 0), udp(50000, 4791)), false},
+	{"ipv6 authentication header udp 4791", cat(eth(0x86dd), ip6(51), ext6(17, 2), udp(50000, 4791)), false},
+	// The header says 16 bytes; read as 8, UDP port 4791 would follow.
+	{"ipv6 hop-by-hop length honoured", cat(eth(0x86dd), ip6(0), ext6(17, 1)[:8], udp(50000, 4791), make([]byte, 4), udp(50000, 53)), false},
+	{"ipv6 cut in extension header", cat(eth(0x86dd), ip6(0), ext6(17, 0))[:14+40+1], false},
+	{"ipv6 cut before port after extension", cat(eth(0x86dd), ip6(0), ext6(17, 0), udp(50000, 4791))[:14+40+8+3], false},
 	{"vlan ipv4 4791", cat(eth(0x8100, 0x0800), ip4(5, 17, 0, 0), udp(50000, 4791)), true},
 	{"vlan ipv4 options 4791", cat(eth(0x8100, 0x0800), ip4(7, 17, 0, 1), udp(50000, 4791)), true},
 	{"vlan ipv4 53", cat(eth(0x8100, 0x0800), ip4(5, 17, 0, 0), udp(50000, 53)), false},

@@ -359,3 +359,55 @@ func TestOpenUnprivileged(t *testing.T) {
 		t.Errorf("Open without privileges: %v, want a permission error naming CAP_NET_RAW", err)
 	}
 }
+
+// TestIPv6ExtensionsLive sends the filter cases of IPv6 frames (extension
+// headers among them) through the veth pair: the socket must deliver
+// exactly those the filter table keeps.
+func TestIPv6ExtensionsLive(t *testing.T) {
+	p := netnstest.New(t)
+	g := openLive(t, p, liveConfig(1, false, ""))
+	var frames, kept [][]byte
+	for _, c := range filterCases {
+		if !strings.HasPrefix(c.name, "ipv6") && !strings.HasPrefix(c.name, "vlan ipv6") {
+			continue
+		}
+		frames = append(frames, c.frame)
+		if c.keep {
+			kept = append(kept, c.frame)
+		}
+	}
+	if len(kept) < 10 || len(frames)-len(kept) < 10 {
+		t.Fatalf("%d IPv6 cases of which %d kept: too few of either to prove much", len(frames), len(kept))
+	}
+	got := captureAll(t, g, p, frames, uint64(len(kept)))
+	compareSets(t, "IPv6 cases", got[0].frames, kept)
+}
+
+// TestInterfaceGoneLive deletes the interface while Next waits on each of
+// two sockets: each Next must say so within a second, and Close must still
+// succeed.
+func TestInterfaceGoneLive(t *testing.T) {
+	p := netnstest.New(t)
+	var g *Group
+	if err := p.Do(p.NSB, func() (err error) { g, err = Open(p.IfB, liveConfig(2, false, "")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	took := netnstest.CheckInterfaceGone(t, g.Sources()[0], p.IfB, func() { p.DeleteLink(t) })
+	t.Logf("Next noticed in %v", took)
+	if err := g.Sources()[1].Next(capture.NewBatch(1)); !errors.Is(err, capture.ErrInterfaceGone) {
+		t.Errorf("Next on the second socket = %v, want capture.ErrInterfaceGone", err)
+	}
+	if err := g.Close(); err != nil {
+		t.Errorf("Close after the interface went: %v", err)
+	}
+}
+
+// TestOpenNoInterface checks the error for an interface that does not
+// exist: it names the interface and wraps capture.ErrInterfaceNotFound.
+func TestOpenNoInterface(t *testing.T) {
+	_, err := Open("rsnosuchif0", nil)
+	if !errors.Is(err, capture.ErrInterfaceNotFound) || err.Error() != "capture: interface rsnosuchif0 not found" {
+		t.Errorf("Open(missing interface) = %v, want capture: interface rsnosuchif0 not found", err)
+	}
+}

@@ -76,19 +76,25 @@ func putBlock(ring []byte, blockSize, i int, frames []wireFrame) int {
 }
 
 // ringSource returns a Source over an anonymous mapping standing in for a
-// kernel ring, with an eventfd standing in for the socket (it never becomes
-// readable, so Next times out when no block is ready).
+// kernel ring, with a socket standing in for the packet socket (it never
+// becomes readable, so Next times out when no block is ready).
 func ringSource(t testing.TB, blockSize, numBlocks int) *Source {
 	t.Helper()
 	ring, err := unix.Mmap(-1, 0, blockSize*numBlocks, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd, err1 := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	// The socket's stand-in is one end of a datagram socket pair: nobody
+	// writes to it, so it never becomes readable, and its name carries no
+	// interface index (0, as the Source's), so the check that the
+	// interface still exists passes.
+	pair, err1 := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	efd, err2 := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err := errors.Join(err1, err2); err != nil {
 		t.Fatal(err)
 	}
+	fd := pair[0]
+	t.Cleanup(func() { unix.Close(pair[1]) })
 	s := &Source{fd: fd, efd: efd, ring: ring, blockSize: uint32(blockSize), numBlocks: numBlocks,
 		link: decode.LinkEthernet, port: 3, iface: "fake0", scratch: make([]byte, minScratch)}
 	s.pfd = [2]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(efd), Events: unix.POLLIN}}

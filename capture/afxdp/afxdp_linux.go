@@ -3,18 +3,20 @@ package afxdp
 import (
 	"errors"
 	"fmt"
-	"net"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/rocescope/rocescope/capture"
+	"github.com/rocescope/rocescope/capture/internal/netdev"
 )
 
 // Bind retries: a queue stays busy for a moment after a previous socket on
@@ -33,6 +35,7 @@ type Group struct {
 	sockets  []*Socket
 	mode     string // "driver" or "generic"
 	zeroCopy bool
+	snapLen  int
 	notes    []string // why a faster mode was not used
 
 	closeOnce sync.Once
@@ -43,52 +46,76 @@ type Group struct {
 // cfg may be nil for the defaults. It must run in the network namespace of
 // iface; the sockets may be read from any thread afterwards. On error
 // everything made so far is released.
+//
+// A missing interface gives a *capture.InterfaceError wrapping
+// capture.ErrInterfaceNotFound, and a queue the interface does not have an
+// error saying how many it has, both before anything is loaded. Failures
+// of the kernel are *OpError, among them a kernel whose XDP programs lack
+// a helper the program needs (the caller may then fall back to AF_PACKET).
 func Open(iface string, cfg *Config) (_ *Group, err error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	ifi, err := net.InterfaceByName(iface)
+	index, err := netdev.Index(iface)
 	if err != nil {
-		return nil, fmt.Errorf("afxdp: interface %q does not exist in this network namespace: %w", iface, err)
+		return nil, err
 	}
-	if len(c.Queues) == 0 {
-		c.Queues = sysfsQueues(iface)
+	if c.Queues, err = queues(iface, c.Queues); err != nil {
+		return nil, err
 	}
-	g := &Group{iface: iface}
+	g := &Group{iface: iface, snapLen: c.SnapLen}
 	defer func() {
 		if err != nil {
 			_ = g.Close()
 		}
 	}()
-	spec := collectionSpec(c.All, uint32(slices.Max(c.Queues)+1))
-	if err = spec.LoadAndAssign(&g.objs, nil); err != nil {
-		return nil, g.errorf("load XDP program", err)
+	for _, h := range helpers {
+		if err := features.HaveProgramHelper(ebpf.XDP, h.fn); err != nil {
+			if errors.Is(err, ebpf.ErrNotSupported) {
+				return nil, g.opError(-1, fmt.Sprintf("XDP programs of this kernel lack %s (Linux %s)", h.name, h.since), err)
+			}
+			return nil, g.opError(-1, "probe BPF helper "+h.name, err)
+		}
 	}
-	if err = g.attach(ifi.Index, c.Mode); err != nil {
+	spec := collectionSpec(c.All, uint32(slices.Max(c.Queues)+1), uint32(c.SnapLen))
+	if err = spec.LoadAndAssign(&g.objs, nil); err != nil {
+		return nil, g.opError(-1, "load XDP program", err)
+	}
+	if err = g.attach(index, c.Mode); err != nil {
 		return nil, err
 	}
 	for _, q := range c.Queues {
-		s, err := g.bind(ifi.Index, q, &c)
+		s, err := g.bind(index, q, &c)
 		if err != nil {
 			return nil, err
 		}
+		s.iface = iface
 		g.sockets = append(g.sockets, s)
 		g.zeroCopy = s.zeroCopy
 		if err := g.objs.XSKs.Put(uint32(q), uint32(s.fd)); err != nil {
-			return nil, g.errorf(fmt.Sprintf("queue %d: insert socket in XSKMAP", q), err)
+			return nil, g.opError(q, "insert socket in XSKMAP", err)
 		}
 	}
 	return g, nil
 }
 
-// errorf wraps err with what failed on the group's interface, and says
-// what is missing when the kernel refused for want of privilege.
-func (g *Group) errorf(what string, err error) error {
-	if errors.Is(err, unix.EPERM) {
-		return fmt.Errorf("afxdp: %s: %s: needs root, or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF: %w", g.iface, what, err)
-	}
-	return fmt.Errorf("afxdp: %s: %s: %w", g.iface, what, err)
+// helpers are the BPF helpers the program needs besides the redirect and
+// map lookup that AF_XDP itself needs, with the Linux version that
+// brought each to XDP programs.
+var helpers = []struct {
+	fn          asm.BuiltinFunc
+	name, since string
+}{
+	{asm.FnXdpAdjustMeta, "bpf_xdp_adjust_meta", "4.15"},
+	{asm.FnXdpAdjustTail, "bpf_xdp_adjust_tail", "4.18"},
+	{asm.FnXdpGetBuffLen, "bpf_xdp_get_buff_len", "5.18"},
+	{asm.FnKtimeGetNs, "bpf_ktime_get_ns", "4.1"},
+}
+
+// opError returns the error of op on queue (-1: on the interface).
+func (g *Group) opError(queue int, op string, err error) error {
+	return &OpError{Op: op, Iface: g.iface, Queue: queue, Err: err}
 }
 
 // attach links the program to the interface in the requested mode.
@@ -101,13 +128,13 @@ func (g *Group) attach(ifindex int, mode string) error {
 			return nil
 		}
 		if mode == "driver" || errors.Is(err, unix.EPERM) {
-			return g.errorf("attach XDP program in driver mode", err)
+			return g.opError(-1, "attach XDP program in driver mode", err)
 		}
 		g.notes = append(g.notes, fmt.Sprintf("driver mode refused: %v", err))
 	}
 	g.link, err = link.AttachXDP(link.XDPOptions{Program: g.objs.Program, Interface: ifindex, Flags: link.XDPGenericMode})
 	if err != nil {
-		return g.errorf("attach XDP program in generic mode", err)
+		return g.opError(-1, "attach XDP program in generic mode", err)
 	}
 	g.mode = "generic"
 	return nil
@@ -127,13 +154,13 @@ func (g *Group) bind(ifindex, queue int, c *Config) (*Socket, error) {
 			return s, nil
 		}
 		if zeroCopy == "on" || errors.Is(err, unix.EPERM) {
-			return nil, g.errorf(fmt.Sprintf("queue %d: zero-copy socket", queue), err)
+			return nil, g.opError(queue, "zero-copy socket", err)
 		}
 		g.noteOnce(fmt.Sprintf("zero-copy refused: %v", err))
 	}
 	s, err := bindRetry(ifindex, queue, c, unix.XDP_COPY)
 	if err != nil {
-		return nil, g.errorf(fmt.Sprintf("queue %d: copy-mode socket", queue), err)
+		return nil, g.opError(queue, "copy-mode socket", err)
 	}
 	return s, nil
 }
@@ -157,21 +184,41 @@ func (g *Group) noteOnce(note string) {
 	}
 }
 
-// sysfsQueues lists the receive queues of iface in sysfs, or queue 0 when
-// sysfs does not list any.
-func sysfsQueues(iface string) []int {
-	names, _ := filepath.Glob(filepath.Join("/sys/class/net", iface, "queues", "rx-*"))
-	var queues []int
-	for _, name := range names {
-		if q, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(name), "rx-")); err == nil && q >= 0 && q <= 0xffff {
-			queues = append(queues, q)
+// queues checks the queues asked for against the interface's receive
+// queues, or, when none are asked for, returns them all. When the driver
+// and sysfs do not tell how many there are, nothing is checked (bind
+// fails on a queue that does not exist) and the default is queue 0.
+func queues(iface string, asked []int) ([]int, error) {
+	n, err := netdev.RXQueues(iface)
+	switch {
+	case errors.Is(err, capture.ErrInterfaceNotFound):
+		return nil, err
+	case err != nil && len(asked) == 0:
+		return []int{0}, nil
+	case err != nil:
+		return asked, nil
+	case len(asked) == 0:
+		all := make([]int, n)
+		for q := range all {
+			all[q] = q
+		}
+		return all, nil
+	}
+	for _, q := range asked {
+		if q >= n {
+			return nil, fmt.Errorf("afxdp: queue %d asked for, but interface %s has %s", q, iface, queueCount(n))
 		}
 	}
-	if len(queues) == 0 {
-		return []int{0}
+	return asked, nil
+}
+
+// queueCount says how many receive queues there are: "1 RX queue (0)",
+// "4 RX queues (0-3)".
+func queueCount(n int) string {
+	if n == 1 {
+		return "1 RX queue (0)"
 	}
-	slices.Sort(queues)
-	return queues
+	return fmt.Sprintf("%d RX queues (0-%d)", n, n-1)
 }
 
 // Sources returns one capture.Source per queue, in the order of
@@ -191,8 +238,9 @@ func (g *Group) Sockets() []*Socket { return slices.Clone(g.sockets) }
 // Mode returns how the program is attached: "driver" or "generic".
 func (g *Group) Mode() string { return g.mode }
 
-// Describe says how the group captures, for example "AF_XDP, 1 queue,
-// generic mode, copy", followed by why faster modes were not used.
+// Describe says how the group captures and within which limits, for
+// example "AF_XDP, 1 queue, generic mode, copy, frames cut to 512 bytes,
+// per-frame kernel timestamps", followed by why faster modes were not used.
 func (g *Group) Describe() string {
 	var b strings.Builder
 	b.WriteString("AF_XDP, ")
@@ -208,6 +256,9 @@ func (g *Group) Describe() string {
 	} else {
 		b.WriteString(" mode, copy")
 	}
+	b.WriteString(", frames cut to ")
+	b.WriteString(strconv.Itoa(g.snapLen))
+	b.WriteString(" bytes, per-frame kernel timestamps")
 	if len(g.notes) > 0 {
 		b.WriteString(" (")
 		b.WriteString(strings.Join(g.notes, "; "))

@@ -10,9 +10,10 @@ import (
 // Open does not modify it.
 type Config struct {
 	// Queues are the receive queues to capture, one socket each. Empty
-	// means every queue listed in /sys/class/net/IFACE/queues/rx-*, or
-	// queue 0 when sysfs does not list the interface (sysfs shows the
-	// network namespace it was mounted in, not the caller's).
+	// means every receive queue of the interface: as many as the driver
+	// reports channels (receive-only and combined, as ethtool -l shows),
+	// else as /sys/class/net/IFACE/queues/rx-* lists, or queue 0 when
+	// neither tells. Open refuses a queue the interface does not have.
 	Queues []int
 	// All redirects every frame instead of RoCE, GRE and PFC only.
 	All bool
@@ -34,6 +35,12 @@ type Config struct {
 	// ZeroCopy is how sockets are bound: "on", "off" (copy) or "auto"
 	// (zero-copy, else copy). Default "auto".
 	ZeroCopy string
+	// SnapLen is the most bytes delivered of each frame: the XDP program
+	// cuts longer frames to SnapLen bytes before the redirect, and
+	// Frame.OrigLen keeps their length on the wire. From 64 to FrameSize
+	// minus 256 (the XDP headroom); default 512, enough for every header
+	// rocescope decodes (a CM MAD behind IPv6, VLAN tags and ERSPAN).
+	SnapLen int
 }
 
 // Counters are the XDP program's totals over all CPUs and queues.
@@ -48,7 +55,12 @@ const (
 	DefaultFrameSize = 4096
 	DefaultNumFrames = 16384
 	DefaultRingSize  = 8192
+	DefaultSnapLen   = 512
 )
+
+// xdpHeadroom is the room the kernel keeps before the frame in each UMEM
+// frame (XDP_PACKET_HEADROOM); the metadata lives in it.
+const xdpHeadroom = 256
 
 // withDefaults returns a copy of c with zero fields set to their defaults,
 // or an error naming the first invalid field.
@@ -67,6 +79,9 @@ func (c *Config) withDefaults() (Config, error) {
 	if cfg.RingSize == 0 {
 		cfg.RingSize = DefaultRingSize
 	}
+	if cfg.SnapLen == 0 {
+		cfg.SnapLen = DefaultSnapLen
+	}
 	if cfg.Mode == "" {
 		cfg.Mode = "auto"
 	}
@@ -80,6 +95,9 @@ func (c *Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("afxdp: frame count %d: want a power of two up to %d", cfg.NumFrames, 1<<20)
 	case cfg.RingSize < 2 || cfg.RingSize > 1<<20 || !powerOfTwo(cfg.RingSize):
 		return cfg, fmt.Errorf("afxdp: ring size %d: want a power of two up to %d", cfg.RingSize, 1<<20)
+	case cfg.SnapLen < 64 || cfg.SnapLen > cfg.FrameSize-xdpHeadroom:
+		return cfg, fmt.Errorf("afxdp: snap length %d: want 64 to %d (frame size %d less %d bytes of headroom)",
+			cfg.SnapLen, cfg.FrameSize-xdpHeadroom, cfg.FrameSize, xdpHeadroom)
 	case cfg.Mode != "auto" && cfg.Mode != "driver" && cfg.Mode != "generic":
 		return cfg, fmt.Errorf("afxdp: mode %q: want auto, driver or generic", cfg.Mode)
 	case cfg.ZeroCopy != "auto" && cfg.ZeroCopy != "on" && cfg.ZeroCopy != "off":

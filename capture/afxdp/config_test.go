@@ -11,9 +11,9 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("nil config: %v", err)
 	}
-	want := Config{FrameSize: 4096, NumFrames: 16384, RingSize: 8192, Mode: "auto", ZeroCopy: "auto"}
+	want := Config{FrameSize: 4096, NumFrames: 16384, RingSize: 8192, Mode: "auto", ZeroCopy: "auto", SnapLen: 512}
 	if got.FrameSize != want.FrameSize || got.NumFrames != want.NumFrames || got.RingSize != want.RingSize ||
-		got.Mode != want.Mode || got.ZeroCopy != want.ZeroCopy || got.All || len(got.Queues) != 0 {
+		got.Mode != want.Mode || got.ZeroCopy != want.ZeroCopy || got.SnapLen != want.SnapLen || got.All || len(got.Queues) != 0 {
 		t.Errorf("defaults = %+v, want %+v", got, want)
 	}
 	in := &Config{Queues: []int{2, 0}, FrameSize: 2048}
@@ -41,6 +41,9 @@ func TestConfigInvalid(t *testing.T) {
 		{Config{RingSize: -2}, "ring size -2"},
 		{Config{Mode: "native"}, `mode "native"`},
 		{Config{ZeroCopy: "yes"}, `zero-copy "yes"`},
+		{Config{SnapLen: 63}, "snap length 63: want 64 to 3840"},
+		{Config{SnapLen: 3841}, "snap length 3841: want 64 to 3840"},
+		{Config{SnapLen: 1793, FrameSize: 2048}, "snap length 1793: want 64 to 1792"},
 		{Config{Queues: []int{-1}}, "queue -1"},
 		{Config{Queues: []int{70000}}, "queue 70000"},
 		{Config{Queues: []int{1, 1}}, "queue 1 listed twice"},

@@ -8,12 +8,14 @@
 // everything else to the kernel stack, so the host keeps working normally:
 //
 //   - RoCEv2: IPv4 (any header length, first fragments only) or IPv6 with
-//     UDP destination port 4791. For IPv6 only a UDP header that directly
-//     follows the fixed 40-byte header is recognized; extension headers are
-//     not walked.
+//     UDP destination port 4791. Behind the IPv6 header, up to six
+//     hop-by-hop, routing, destination options and fragment headers are
+//     walked (a fragment header only at fragment offset 0, whose fragment
+//     carries the UDP header); a frame with more of them, or with another
+//     extension header (authentication, ESP), is passed.
 //   - RoCEv1: EtherType 0x8915.
-//   - GRE (IP protocol 47 over IPv4 or IPv6), which carries ERSPAN and plain
-//     GRE mirror traffic.
+//   - GRE (IP protocol 47 over IPv4, or over IPv6 behind the extension
+//     headers above), which carries ERSPAN and plain GRE mirror traffic.
 //   - PFC and 802.3x pause: EtherType 0x8808.
 //
 // Up to two VLAN tags (0x8100 or 0x88a8, in any order) are skipped before
@@ -25,14 +27,45 @@
 // the kernel instead of dropped. A per-CPU array counts frames redirected,
 // matched on a queue without a socket, and passed ([Group.Counters]).
 //
+// # Frames, lengths and times
+//
+// Before the redirect the program writes 16 bytes of XDP metadata
+// (bpf_xdp_adjust_meta) in front of the frame: the time it ran
+// (bpf_ktime_get_ns, CLOCK_MONOTONIC) and the frame's length. Then it cuts
+// a frame longer than [Config.SnapLen] (default 512 bytes: every header
+// rocescope decodes, CM MADs included) to that length with
+// bpf_xdp_adjust_tail. So frames of any length up to the MTU (9216 and
+// beyond) fit in a UMEM frame and are counted, and the socket delivers
+// Frame.Data = the first SnapLen bytes and Frame.OrigLen = the length on
+// the wire.
+//
+// Frame.Time is the program's timestamp converted to Unix ns with the
+// offset between CLOCK_REALTIME and CLOCK_MONOTONIC, which each socket
+// measures when it is made and again at most a second later whenever
+// frames arrive (a wall clock step shows in frame times within a
+// second). Precision: nanoseconds, taken when the XDP hook ran, in the
+// driver's receive path (driver mode) or where the kernel's receive path
+// starts (generic mode), so after the NIC's interrupt coalescing and, in
+// generic mode, the driver's own receive work; the offset adds an error
+// under a microsecond (half the time between two clock_gettime calls).
+//
+// A driver that does not support XDP metadata makes bpf_xdp_adjust_meta
+// fail. The program then redirects the frame whole and without metadata:
+// it gets the time Next found it, and a frame longer than FrameSize minus
+// 256 bytes (the XDP headroom the kernel keeps in each UMEM frame) does
+// not fit and is dropped by the kernel (counted in Dropped).
+// [Socket.NoMetadata] counts such frames. [Open] fails with a reason on a
+// kernel whose XDP programs lack one of the helpers (Linux before 5.18),
+// so that the caller can fall back to AF_PACKET.
+//
 // # Sources
 //
 // Each socket is a capture.Source ([Socket]). Next lends frames that point
 // into the socket's UMEM: they stay valid until the next call to Next or
 // Close, which hands the buffers back to the kernel's fill ring in one batch.
-// AF_XDP carries no per-packet timestamp, so every frame of a batch gets
-// the same Time, one clock reading taken when Next found the frames.
-// Frame.Port is the queue index and Frame.Link is Ethernet.
+// Frame.Port is the queue index and Frame.Link is Ethernet. Once the
+// interface is deleted (the kernel unbinds the socket), Next returns an
+// error wrapping capture.ErrInterfaceGone.
 //
 // A Socket is owned by one goroutine. Stats may be called from any
 // goroutine; Close may too, and makes a Next that waits in poll return
@@ -43,11 +76,12 @@
 // The program is attached through a BPF link in driver (native) mode when
 // the driver supports it, in generic (skb) mode otherwise; sockets are bound
 // in zero-copy mode when the driver supports it, in copy mode otherwise.
-// [Group.Describe] tells which were used and why the faster one was not.
-//
-// A frame longer than FrameSize minus 256 bytes (the XDP headroom the
-// kernel keeps in each UMEM frame) does not fit and is dropped by the
-// kernel (counted in Dropped); the default 4096 takes 3840-byte frames.
+// [Group.Describe] tells which were used and why the faster one was not,
+// and the snap length. Drivers refuse driver mode to a program that does
+// not handle multi-buffer frames, as this one does not, when the MTU is
+// larger than a page holds (about 3.5 kB): a veth with MTU 9000 does
+// (ERANGE), and the program then runs in generic mode, where frames of any
+// length are linear.
 //
 // # veth
 //
@@ -59,6 +93,7 @@
 // do.) Zero-copy bind fails on veth with EOPNOTSUPP, so copy mode is used.
 //
 // Opening needs root, or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF
-// (CAP_IPC_LOCK too if the memlock limit is lower than the UMEM). On other systems than Linux
-// [Open] returns [ErrUnsupported].
+// (CAP_IPC_LOCK too if the memlock limit is lower than the UMEM); without
+// them Open returns an [OpError] that says so. On other systems than
+// Linux [Open] returns [ErrUnsupported].
 package afxdp

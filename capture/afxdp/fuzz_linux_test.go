@@ -44,11 +44,28 @@ func redirects(frame []byte) bool {
 		if len(frame) < l3+40 {
 			return false
 		}
-		switch frame[l3+6] {
-		case 47:
-			return true
-		case 17:
-			return len(frame) >= l3+44 && be(l3+42) == 4791
+		next, at := frame[l3+6], l3+40
+		for i := 0; ; i++ {
+			switch next {
+			case 47:
+				return true
+			case 17:
+				return len(frame) >= at+4 && be(at+2) == 4791
+			}
+			if i == 6 || len(frame) < at+8 {
+				return false
+			}
+			switch next {
+			case 0, 43, 60:
+				next, at = frame[at], at+8*(int(frame[at+1])+1)
+			case 44:
+				if be(at+2)&0xfff8 != 0 {
+					return false
+				}
+				next, at = frame[at], at+8
+			default:
+				return false
+			}
 		}
 	}
 	return false

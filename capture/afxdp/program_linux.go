@@ -2,6 +2,7 @@ package afxdp
 
 import (
 	"errors"
+	"strconv"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -32,7 +33,21 @@ const (
 const (
 	xdpMDData         = 0
 	xdpMDDataEnd      = 4
+	xdpMDDataMeta     = 8
 	xdpMDRxQueueIndex = 16
+)
+
+// The metadata the program writes in front of every frame it redirects,
+// which the kernel copies into the UMEM frame just before the frame's
+// bytes: 16 bytes in host byte order.
+const (
+	metaLen     = 16
+	metaTime    = 0  // uint64: bpf_ktime_get_ns() (CLOCK_MONOTONIC) when the program ran
+	metaWireLen = 8  // uint32: the frame's length before the program trimmed it
+	metaMagic   = 12 // uint32: metaMagicValue, which the reader clears after use
+	// metaMagicValue marks metadata the program wrote ("rsm1"), as opposed
+	// to whatever bytes precede a frame redirected without metadata.
+	metaMagicValue = 0x72736d31
 )
 
 // Header facts the program matches on.
@@ -46,7 +61,21 @@ const (
 	protoGRE        = 47
 	protoUDP        = 17
 	portRoCEv2      = 4791
+
+	// IPv6 extension headers the program walks (RFC 8200): hop-by-hop
+	// options, routing, fragment and destination options.
+	protoHopByHop = 0
+	protoRouting  = 43
+	protoFragment = 44
+	protoDestOpts = 60
 )
+
+// maxIPv6ExtHeaders is how many IPv6 extension headers the program walks
+// before it gives up on a frame and passes it: RFC 8200's recommended order
+// has at most six before the upper-layer header (hop-by-hop, destination
+// options, routing, fragment, authentication, destination options), of
+// which the authentication header is not walked.
+const maxIPv6ExtHeaders = 6
 
 // license is the program's license string. The program calls no GPL-only
 // helper; the kernel requires some string and accepts any.
@@ -56,8 +85,10 @@ const license = "Dual MIT/GPL"
 const (
 	labelL3       = "l3"
 	labelIPv6     = "ipv6"
+	labelUDP      = "udp"
 	labelPass     = "pass"
 	labelRedirect = "redirect"
+	labelSend     = "send"
 	labelCount    = "count"
 	labelReturn   = "return"
 )
@@ -68,8 +99,9 @@ const (
 
 // program returns the XDP program. With all set it redirects every frame;
 // otherwise it redirects RoCEv2, RoCEv1, GRE and PFC/pause frames as the
-// package documentation describes and passes the rest.
-func program(all bool) asm.Instructions {
+// package documentation describes and passes the rest. Frames it redirects
+// carry metadata and are cut to snapLen bytes (see redirectAndCount).
+func program(all bool, snapLen uint32) asm.Instructions {
 	insns := asm.Instructions{asm.Mov.Reg(asm.R6, asm.R1)}
 	if !all {
 		insns = append(insns, classify()...)
@@ -82,7 +114,7 @@ func program(all bool) asm.Instructions {
 			asm.Ja.Label(labelCount),
 		)
 	}
-	return append(insns, redirectAndCount()...)
+	return append(insns, redirectAndCount(snapLen)...)
 }
 
 // ensure emits a check that n bytes from the cursor are inside the packet
@@ -156,25 +188,73 @@ func network() asm.Instructions {
 		asm.LSh.Imm(asm.R3, 2),
 		asm.JLT.Imm(asm.R3, 20, labelPass),
 		asm.Add.Reg(asm.R7, asm.R3), // the UDP header starts at R7+2
+		asm.Ja.Label(labelUDP),
 	)
-	insns = append(insns, udpPort()...)
-	// IPv6: fixed 40-byte header, UDP right after it.
+	// IPv6: fixed 40-byte header, then extension headers, then UDP.
 	ipv6 := ensure(2 + 40)
 	ipv6[0] = ipv6[0].WithSymbol(labelIPv6)
 	insns = append(insns, ipv6...)
 	insns = append(insns,
 		asm.LoadMem(asm.R2, asm.R7, 2+6, asm.Byte), // next header
-		asm.JEq.Imm(asm.R2, protoGRE, labelRedirect),
-		asm.JNE.Imm(asm.R2, protoUDP, labelPass),
 		asm.Add.Imm(asm.R7, 40),
 	)
+	for i := range maxIPv6ExtHeaders {
+		insns = append(insns, ipv6ExtHeader(i)...)
+	}
+	insns = append(insns,
+		asm.JEq.Imm(asm.R2, protoGRE, labelRedirect).WithSymbol(extLabel(maxIPv6ExtHeaders)),
+		asm.JNE.Imm(asm.R2, protoUDP, labelPass),
+	)
 	return append(insns, udpPort()...)
+}
+
+// extLabel names the instructions that look at the next header after i
+// IPv6 extension headers.
+func extLabel(i int) string { return "ext" + strconv.Itoa(i) }
+
+// ipv6ExtHeader looks at the IPv6 next header in R2, whose header starts at
+// R7+2: GRE redirects, UDP goes on to the port check, an extension header
+// is skipped (a fragment only if it is the first, which carries the UDP
+// header), leaving its next header in R2 and the cursor before the
+// following header. Anything else is passed.
+func ipv6ExtHeader(i int) asm.Instructions {
+	options, next := extLabel(i)+"_options", extLabel(i+1)
+	insns := asm.Instructions{
+		asm.JEq.Imm(asm.R2, protoGRE, labelRedirect).WithSymbol(extLabel(i)),
+		asm.JEq.Imm(asm.R2, protoUDP, labelUDP),
+		asm.JEq.Imm(asm.R2, protoHopByHop, options),
+		asm.JEq.Imm(asm.R2, protoRouting, options),
+		asm.JEq.Imm(asm.R2, protoDestOpts, options),
+		asm.JNE.Imm(asm.R2, protoFragment, labelPass),
+	}
+	// Fragment: 8 bytes; a fragment offset other than 0 carries no UDP header.
+	insns = append(insns, ensure(2+8)...)
+	insns = append(insns, loadBE16(asm.R3, 2+2)...)
+	insns = append(insns,
+		asm.And.Imm(asm.R3, 0xfff8),
+		asm.JNE.Imm(asm.R3, 0, labelPass),
+		asm.LoadMem(asm.R2, asm.R7, 2, asm.Byte),
+		asm.Add.Imm(asm.R7, 8),
+		asm.Ja.Label(next),
+	)
+	// Options and routing: (length field + 1) * 8 bytes, 8 at least.
+	opts := ensure(2 + 8)
+	opts[0] = opts[0].WithSymbol(options)
+	insns = append(insns, opts...)
+	return append(insns,
+		asm.LoadMem(asm.R3, asm.R7, 2+1, asm.Byte),
+		asm.Add.Imm(asm.R3, 1),
+		asm.LSh.Imm(asm.R3, 3),
+		asm.LoadMem(asm.R2, asm.R7, 2, asm.Byte),
+		asm.Add.Reg(asm.R7, asm.R3),
+	)
 }
 
 // udpPort checks the UDP destination port of the header at R7+2 and
 // jumps to redirect or pass.
 func udpPort() asm.Instructions {
 	insns := ensure(2 + 4)
+	insns[0] = insns[0].WithSymbol(labelUDP)
 	insns = append(insns, loadBE16(asm.R2, 2+2)...)
 	return append(insns,
 		asm.JEq.Imm(asm.R2, portRoCEv2, labelRedirect),
@@ -182,12 +262,41 @@ func udpPort() asm.Instructions {
 	)
 }
 
-// redirectAndCount redirects to the socket of the receive queue, falling
-// back to XDP_PASS, then counts the verdict: the counter index is stored at
-// R10-4 and the verdict in R9 by every path into count.
-func redirectAndCount() asm.Instructions {
+// redirectAndCount writes the metadata, cuts the frame to snapLen bytes
+// and redirects it to the socket of the receive queue, falling back to
+// XDP_PASS, then counts the verdict: the counter index is stored at R10-4
+// and the verdict in R9 by every path into count.
+//
+// When bpf_xdp_adjust_meta fails (a driver without metadata support) the
+// frame is redirected whole and without metadata, so that its length is
+// still known. The cursor in R7 is not needed any more and holds the wire
+// length.
+func redirectAndCount(snapLen uint32) asm.Instructions {
 	return asm.Instructions{
-		asm.LoadMem(asm.R2, asm.R6, xdpMDRxQueueIndex, asm.Word).WithSymbol(labelRedirect),
+		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol(labelRedirect),
+		asm.FnXdpGetBuffLen.Call(),
+		asm.Mov.Reg(asm.R7, asm.R0),
+		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.Mov.Imm(asm.R2, -metaLen),
+		asm.FnXdpAdjustMeta.Call(),
+		asm.JNE.Imm(asm.R0, 0, labelSend),
+		asm.FnKtimeGetNs.Call(),
+		asm.LoadMem(asm.R2, asm.R6, xdpMDDataMeta, asm.Word),
+		asm.LoadMem(asm.R3, asm.R6, xdpMDData, asm.Word),
+		asm.Mov.Reg(asm.R4, asm.R2),
+		asm.Add.Imm(asm.R4, metaLen),
+		asm.JGT.Reg(asm.R4, asm.R3, labelSend),
+		asm.StoreMem(asm.R2, metaTime, asm.R0, asm.DWord),
+		asm.StoreMem(asm.R2, metaWireLen, asm.R7, asm.Word),
+		asm.Mov.Imm32(asm.R3, metaMagicValue),
+		asm.StoreMem(asm.R2, metaMagic, asm.R3, asm.Word),
+		asm.JLE.Imm(asm.R7, int32(snapLen), labelSend),
+		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.Mov.Imm(asm.R2, int32(snapLen)),
+		asm.Sub.Reg(asm.R2, asm.R7), // negative: shrink by wire length - snapLen
+		asm.FnXdpAdjustTail.Call(),  // on failure the frame goes whole
+
+		asm.LoadMem(asm.R2, asm.R6, xdpMDRxQueueIndex, asm.Word).WithSymbol(labelSend),
 		asm.LoadMapPtr(asm.R1, 0).WithReference(xsksMapName),
 		asm.Mov.Imm(asm.R3, xdpPass),
 		asm.FnRedirectMap.Call(),
@@ -212,7 +321,7 @@ func redirectAndCount() asm.Instructions {
 
 // collectionSpec describes the program and its maps. The XSKMAP has one
 // entry per queue index up to the highest queue captured.
-func collectionSpec(all bool, xskEntries uint32) *ebpf.CollectionSpec {
+func collectionSpec(all bool, xskEntries, snapLen uint32) *ebpf.CollectionSpec {
 	return &ebpf.CollectionSpec{
 		Maps: map[string]*ebpf.MapSpec{
 			xsksMapName: {
@@ -234,7 +343,7 @@ func collectionSpec(all bool, xskEntries uint32) *ebpf.CollectionSpec {
 			programName: {
 				Name:         programName,
 				Type:         ebpf.XDP,
-				Instructions: program(all),
+				Instructions: program(all, snapLen),
 				License:      license,
 			},
 		},

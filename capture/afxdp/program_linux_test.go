@@ -9,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"golang.org/x/sys/unix"
 )
 
 // Frame pieces, written byte by byte.
@@ -48,6 +49,30 @@ func ipv6Hdr(next byte) []byte {
 
 func udpHdr(sport, dport uint16) []byte {
 	return cat(be16(sport), be16(dport), be16(8+12), []byte{0, 0})
+}
+
+// extHdr is an IPv6 hop-by-hop, routing or destination options header
+// announcing next, of (units+1)*8 bytes.
+func extHdr(next byte, units byte) []byte {
+	h := make([]byte, (int(units)+1)*8)
+	h[0], h[1] = next, units
+	return h
+}
+
+// fragHdr is an IPv6 fragment header announcing next with the given
+// fragment offset (in 8-byte units) and more-fragments flag.
+func fragHdr(next byte, offset uint16, more bool) []byte {
+	f := offset << 3
+	if more {
+		f |= 1
+	}
+	return cat([]byte{next, 0}, be16(f), []byte{0, 0, 0x12, 0x34})
+}
+
+// ipv6Ext is an IPv6 RoCEv2 frame (UDP to port) behind the extension
+// headers exts, the first of which has type first.
+func ipv6Ext(first byte, port uint16, exts ...[]byte) []byte {
+	return cat(macs, be16(0x86dd), ipv6Hdr(first), cat(exts...), udpHdr(1, port), bth)
 }
 
 // bth is a BTH of an RC SEND Only to QP 0x000012, PSN 1.
@@ -100,7 +125,24 @@ var classifyCases = []struct {
 	{"TCP to 4791", cat(macs, be16(0x0800), ipv4Hdr(5, 6, 0), udpHdr(1, 4791), bth), counterPassed},
 	{"UDP to 53", cat(macs, be16(0x0800), ipv4Hdr(5, 17, 0), udpHdr(4791, 53), bth), counterPassed},
 	{"UDP IPv6 to 53", cat(macs, be16(0x86dd), ipv6Hdr(17), udpHdr(4791, 53), bth), counterPassed},
-	{"IPv6 hop-by-hop then UDP 4791", cat(macs, be16(0x86dd), ipv6Hdr(0), []byte{17, 0, 0, 0, 0, 0, 0, 0}, udpHdr(1, 4791), bth), counterPassed},
+	{"IPv6 hop-by-hop then UDP 4791", ipv6Ext(0, 4791, extHdr(17, 0)), counterNoSocket},
+	{"IPv6 routing then UDP 4791", ipv6Ext(43, 4791, extHdr(17, 2)), counterNoSocket},
+	{"IPv6 destination options then UDP 4791", ipv6Ext(60, 4791, extHdr(17, 1)), counterNoSocket},
+	{"IPv6 first fragment then UDP 4791", ipv6Ext(44, 4791, fragHdr(17, 0, true)), counterNoSocket},
+	{"IPv6 hop-by-hop, options, routing, fragment then UDP 4791", ipv6Ext(0, 4791, extHdr(60, 0), extHdr(43, 0), extHdr(44, 1), fragHdr(17, 0, false)), counterNoSocket},
+	{"IPv6 six extension headers then UDP 4791", ipv6Ext(0, 4791, extHdr(60, 0), extHdr(43, 0), extHdr(44, 0), fragHdr(60, 0, false), extHdr(60, 0), extHdr(17, 0)), counterNoSocket},
+	{"IPv6 802.1Q hop-by-hop then UDP 4791", cat(macs, tag(0x8100), be16(0x86dd), ipv6Hdr(0), extHdr(17, 0), udpHdr(1, 4791), bth), counterNoSocket},
+	{"IPv6 destination options then GRE", cat(macs, be16(0x86dd), ipv6Hdr(60), extHdr(47, 0), []byte{0, 0, 0x65, 0x58}, roceV4), counterNoSocket},
+	{"IPv6 hop-by-hop ending after the port", ipv6Ext(0, 4791, extHdr(17, 0))[:14+40+8+4], counterNoSocket},
+	{"IPv6 seven extension headers then UDP 4791", ipv6Ext(0, 4791, extHdr(60, 0), extHdr(43, 0), extHdr(60, 0), extHdr(60, 0), extHdr(60, 0), extHdr(60, 0), extHdr(17, 0)), counterPassed},
+	{"IPv6 later fragment", ipv6Ext(44, 4791, fragHdr(17, 185, false)), counterPassed},
+	{"IPv6 hop-by-hop then UDP 53", ipv6Ext(0, 53, extHdr(17, 0)), counterPassed},
+	{"IPv6 hop-by-hop then TCP", ipv6Ext(0, 4791, extHdr(6, 0)), counterPassed},
+	{"IPv6 authentication header then UDP 4791", ipv6Ext(51, 4791, extHdr(17, 2)), counterPassed},
+	// The hop-by-hop header says 16 bytes; read as 8, UDP port 4791 follows.
+	{"IPv6 hop-by-hop length honoured", ipv6Ext(0, 53, cat(extHdr(17, 1)[:8], udpHdr(1, 4791))), counterPassed},
+	{"truncated in an IPv6 extension header", ipv6Ext(0, 4791, extHdr(17, 1))[:14+40+15], counterPassed},
+	{"truncated after an IPv6 extension header", ipv6Ext(0, 4791, extHdr(17, 0))[:14+40+8+3], counterPassed},
 	{"IPv4 options read as a header", optionsLikeRoCE, counterPassed},
 	{"IPv4 later fragment", laterFragment, counterPassed},
 	// IHL 4 is invalid; read as given, the UDP port would be the last two
@@ -124,7 +166,7 @@ var classifyCases = []struct {
 
 func TestProgramAssembles(t *testing.T) {
 	for _, all := range []bool{false, true} {
-		insns := program(all)
+		insns := program(all, DefaultSnapLen)
 		var buf bytes.Buffer
 		if err := insns.Marshal(&buf, binary.LittleEndian); err != nil {
 			t.Fatalf("program(all=%v).Marshal: %v\n%v", all, err, insns)
@@ -137,7 +179,7 @@ func TestProgramAssembles(t *testing.T) {
 		}
 	}
 	// All mode has no parser: it must be the redirect-and-count tail alone.
-	if got, want := len(program(true)), 1+len(redirectAndCount()); got != want {
+	if got, want := len(program(true, DefaultSnapLen)), 1+len(redirectAndCount(DefaultSnapLen)); got != want {
 		t.Errorf("program(all=true) has %d instructions, want %d", got, want)
 	}
 }
@@ -149,7 +191,7 @@ func loadForTest(t testing.TB, all bool) *objects {
 		t.Skip("live test: loads a BPF program; set ROCESCOPE_LIVE=1 and run as root")
 	}
 	var objs objects
-	if err := collectionSpec(all, 4).LoadAndAssign(&objs, nil); err != nil {
+	if err := collectionSpec(all, 4, DefaultSnapLen).LoadAndAssign(&objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			t.Fatalf("load: %+v", ve)
@@ -205,6 +247,65 @@ func TestProgramClassifyLive(t *testing.T) {
 					t.Errorf("all=%v %s: counter %d moved by %d, want %d", all, c.name, i, d, w)
 				}
 			}
+		}
+	}
+}
+
+// TestProgramMetadataLive runs the program in the kernel on RoCE frames
+// around the snap length and on a frame it passes, and checks what it
+// hands on: the metadata (wire length, magic, a CLOCK_MONOTONIC time taken
+// during the run) in front of a frame cut to the snap length, and nothing
+// added to or cut from a passed frame.
+func TestProgramMetadataLive(t *testing.T) {
+	objs := loadForTest(t, false)
+	pad := func(f []byte, n int) []byte { return append(append([]byte(nil), f...), make([]byte, n-len(f))...) }
+	for _, c := range []struct {
+		name  string
+		frame []byte
+		meta  bool
+	}{
+		{"RoCEv2 short", roceV4, true},
+		{"RoCEv2 snap length", pad(roceV4, DefaultSnapLen), true},
+		{"RoCEv2 snap length + 1", pad(roceV4, DefaultSnapLen+1), true},
+		{"RoCEv2 IPv6 3000 bytes", pad(roceV6, 3000), true},
+		{"ARP", arp, false},
+		{"UDP 3000 bytes", pad(cat(macs, be16(0x0800), ipv4Hdr(5, 17, 0), udpHdr(4791, 53)), 3000), false},
+	} {
+		opts := &ebpf.RunOptions{Data: c.frame, DataOut: make([]byte, len(c.frame)+metaLen)}
+		var before, after unix.Timespec
+		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &before)
+		ret, err := objs.Program.Run(opts)
+		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &after)
+		if err != nil {
+			t.Fatalf("%s: run: %v", c.name, err)
+		}
+		out := opts.DataOut // the kernel's output: metadata, then the frame
+		if ret != xdpPass {
+			t.Errorf("%s: verdict %d, want XDP_PASS", c.name, ret)
+		}
+		if !c.meta {
+			if !bytes.Equal(out, c.frame) {
+				t.Errorf("%s: passed frame changed: %d bytes out, %d in", c.name, len(out), len(c.frame))
+			}
+			continue
+		}
+		keep := min(len(c.frame), DefaultSnapLen)
+		if len(out) != metaLen+keep {
+			t.Errorf("%s: %d bytes out, want %d of metadata and %d of frame", c.name, len(out), metaLen, keep)
+			continue
+		}
+		m, data := out[:metaLen], out[metaLen:]
+		if !bytes.Equal(data, c.frame[:keep]) {
+			t.Errorf("%s: the frame out is not the first %d bytes of the frame in", c.name, keep)
+		}
+		if got := binary.NativeEndian.Uint32(m[metaMagic:]); got != metaMagicValue {
+			t.Errorf("%s: magic %#x, want %#x", c.name, got, metaMagicValue)
+		}
+		if got := binary.NativeEndian.Uint32(m[metaWireLen:]); got != uint32(len(c.frame)) {
+			t.Errorf("%s: wire length %d, want %d", c.name, got, len(c.frame))
+		}
+		if got := int64(binary.NativeEndian.Uint64(m[metaTime:])); got < before.Nano() || got > after.Nano() {
+			t.Errorf("%s: time %d outside the run, %d to %d (CLOCK_MONOTONIC)", c.name, got, before.Nano(), after.Nano())
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package afxdp
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -20,6 +21,11 @@ var _ capture.Source = (*Socket)(nil)
 // pollTimeout bounds how long Next waits before it returns an empty batch.
 const pollTimeout = 100 // ms
 
+// clockRefresh is how often, in ns of the monotonic clock, Next measures
+// again the offset between CLOCK_REALTIME and CLOCK_MONOTONIC, so that a
+// step or slew of the wall clock shows in frame times within a second.
+const clockRefresh = 1e9
+
 // completionRingSize is the size of the completion ring. The kernel
 // requires one on the socket that registers the UMEM even for receive-only
 // use; nothing is ever transmitted, so it stays empty and is not mapped.
@@ -29,6 +35,7 @@ const completionRingSize = 64
 // capture.Source; see the package documentation for the lifetime of the
 // frames it lends.
 type Socket struct {
+	iface    string
 	queue    int
 	zeroCopy bool
 
@@ -41,6 +48,7 @@ type Socket struct {
 	rx        ring   // RX ring, entries are unix.XDPDesc
 	held      uint32 // RX descriptors lent out by the last Next
 	pfd       [2]unix.PollFd
+	clock     clock
 
 	// fdMu guards fd and wake against Stats while Close closes them.
 	fdMu  sync.RWMutex
@@ -51,6 +59,43 @@ type Socket struct {
 	closed   atomic.Bool
 	received atomic.Uint64
 	errors   atomic.Uint64
+	noMeta   atomic.Uint64
+}
+
+// clock converts the program's CLOCK_MONOTONIC timestamps to Unix ns.
+type clock struct {
+	offset int64            // CLOCK_REALTIME - CLOCK_MONOTONIC, ns
+	until  int64            // monotonic ns after which to measure offset again
+	ts     [3]unix.Timespec // readings, kept here so that measuring allocates nothing
+}
+
+// measure reads the monotonic clock on both sides of the wall clock and
+// takes their mean as the moment of the wall clock reading: the offset is
+// then off by at most half the time between the two monotonic readings. Of
+// three tries it keeps the one with the shortest time between them (a few
+// hundred ns: a system call each).
+func (c *clock) measure() {
+	best := int64(-1)
+	for range 3 {
+		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &c.ts[0])
+		_ = unix.ClockGettime(unix.CLOCK_REALTIME, &c.ts[1])
+		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &c.ts[2])
+		m1, m2 := c.ts[0].Nano(), c.ts[2].Nano()
+		if best < 0 || m2-m1 < best {
+			best = m2 - m1
+			c.offset = c.ts[1].Nano() - (m1+m2)/2
+			c.until = m2 + clockRefresh
+		}
+	}
+}
+
+// unix returns the Unix time of the monotonic time mono, measuring the
+// offset again when it is older than clockRefresh.
+func (c *clock) unix(mono int64) int64 {
+	if mono > c.until {
+		c.measure()
+	}
+	return mono + c.offset
 }
 
 // ring is a single-producer single-consumer ring shared with the kernel.
@@ -164,6 +209,7 @@ func newSocket(ifindex, queue int, cfg *Config, flags uint16) (_ *Socket, err er
 	}
 	s.zeroCopy = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
 	s.pfd = [2]unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}, {Fd: int32(s.wake), Events: unix.POLLIN}}
+	s.clock.measure()
 	return s, nil
 }
 
@@ -195,8 +241,13 @@ func (s *Socket) ZeroCopy() bool { return s.zeroCopy }
 // Next returns the frames lent by the previous call to the kernel, then
 // fills b with up to cap(b.Frames) frames from the RX ring, waiting up to
 // 100 ms for some to arrive; it returns an empty batch and nil when none
-// did. Every frame of a batch has the same Time. It returns os.ErrClosed
-// after Close and capture.ErrNoRoom when b has no capacity.
+// did, unless the interface has disappeared: then it returns an error
+// wrapping capture.ErrInterfaceGone (checked after each empty poll, so
+// within 100 ms). Each frame gets the time and the wire length the XDP
+// program recorded in its metadata; a frame without metadata gets the
+// time Next found it and its captured length (see [Socket.NoMetadata]).
+// It returns os.ErrClosed after Close and capture.ErrNoRoom when b has no
+// capacity.
 func (s *Socket) Next(b *capture.Batch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -219,11 +270,11 @@ func (s *Socket) Next(b *capture.Batch) error {
 			return os.ErrClosed
 		}
 		if n = atomic.LoadUint32(s.rx.producer) - s.rx.cached; n == 0 {
-			return nil
+			return s.bound()
 		}
 	}
 	n = min(n, uint32(cap(b.Frames)))
-	now := time.Now().UnixNano()
+	var now int64 // for frames without metadata, read when the first one comes
 	for i := range n {
 		d := s.rx.desc(s.rx.cached + i)
 		end := d.Addr + uint64(d.Len)
@@ -231,13 +282,31 @@ func (s *Socket) Next(b *capture.Batch) error {
 			s.errors.Add(1) // cannot happen with a sane kernel; counted, not trusted
 			continue
 		}
-		b.Frames = append(b.Frames, capture.Frame{
+		f := capture.Frame{
 			Data:    s.umem[d.Addr:end:end],
-			Time:    now,
 			OrigLen: d.Len,
 			Link:    decode.LinkEthernet,
 			Port:    uint16(s.queue),
-		})
+		}
+		// The metadata is in the UMEM frame's headroom, before the data.
+		meta := false
+		if d.Addr&s.frameMask >= metaLen {
+			m := s.umem[d.Addr-metaLen : d.Addr : d.Addr]
+			if binary.NativeEndian.Uint32(m[metaMagic:]) == metaMagicValue {
+				binary.NativeEndian.PutUint32(m[metaMagic:], 0) // not to be taken for the next frame's
+				f.Time = s.clock.unix(int64(binary.NativeEndian.Uint64(m[metaTime:])))
+				f.OrigLen = max(d.Len, binary.NativeEndian.Uint32(m[metaWireLen:]))
+				meta = true
+			}
+		}
+		if !meta {
+			if now == 0 {
+				now = time.Now().UnixNano()
+			}
+			f.Time = now
+			s.noMeta.Add(1)
+		}
+		b.Frames = append(b.Frames, f)
 	}
 	s.held = n
 	s.received.Add(uint64(len(b.Frames)))
@@ -263,11 +332,38 @@ func (s *Socket) recycle() error {
 		return nil
 	}
 	// The driver sleeps until told that the fill ring has buffers again.
-	if _, _, err := unix.Recvfrom(s.fd, nil, unix.MSG_DONTWAIT); err != nil &&
-		!errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
-		return fmt.Errorf("afxdp: queue %d: wake up driver: %w", s.queue, err)
+	switch err := s.recv(); err {
+	case 0, unix.EAGAIN, unix.EINTR, unix.ENETDOWN: // down: the link may come back
+		return nil
+	case unix.ENXIO:
+		return s.gone()
+	default:
+		return fmt.Errorf("afxdp: %s: queue %d: wake up driver: %w", s.iface, s.queue, err)
+	}
+}
+
+// recv makes a recvfrom call without a buffer and without waiting, which
+// wakes a driver that waits for it and tells whether the socket is still
+// bound (ENXIO when not). It allocates nothing.
+func (s *Socket) recv() unix.Errno {
+	_, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	return e
+}
+
+// bound returns nil while the socket is bound to its queue, and an error
+// wrapping capture.ErrInterfaceGone once the kernel unbound it because its
+// interface was deleted (or moved to another network namespace). A link
+// that is merely down keeps the socket bound.
+func (s *Socket) bound() error {
+	if s.recv() == unix.ENXIO {
+		return s.gone()
 	}
 	return nil
+}
+
+// gone returns the error that says the interface disappeared.
+func (s *Socket) gone() error {
+	return fmt.Errorf("afxdp: queue %d: %w", s.queue, &capture.InterfaceError{Iface: s.iface, Err: capture.ErrInterfaceGone})
 }
 
 // wait polls the socket and the close eventfd for up to pollTimeout. Polling
@@ -310,6 +406,13 @@ func (s *Socket) XDPStats() (XDPStats, error) {
 		TxRingEmptyDescs:     x.Tx_ring_empty_descs,
 	}, nil
 }
+
+// NoMetadata returns how many frames Next delivered without the XDP
+// program's metadata, which happens only with a driver that does not
+// support XDP metadata: such frames are whole (and dropped by the kernel
+// when longer than FrameSize minus 256 bytes), and their Time is when Next
+// found them. It is safe to call concurrently with Next.
+func (s *Socket) NoMetadata() uint64 { return s.noMeta.Load() }
 
 // Stats returns the frames delivered, the frames the kernel dropped
 // (RxDropped + RxRingFull + RxInvalidDescs of [Socket.XDPStats]) and the

@@ -2,10 +2,13 @@ package afxdp
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -83,6 +86,80 @@ func (k *fakeKernel) post(d unix.XDPDesc) {
 	*k.s.rx.desc(k.rxProd) = d
 	k.rxProd++
 	atomic.StoreUint32(k.s.rx.producer, k.rxProd)
+}
+
+// receiveMeta is receive with the metadata the XDP program writes: the
+// CLOCK_MONOTONIC time mono and the wire length wire.
+func (k *fakeKernel) receiveMeta(frame []byte, mono int64, wire uint32) uint64 {
+	s := k.s
+	addr := *s.fill.addr(k.fillCons) + 256
+	m := s.umem[addr-metaLen : addr]
+	binary.NativeEndian.PutUint64(m[metaTime:], uint64(mono))
+	binary.NativeEndian.PutUint32(m[metaWireLen:], wire)
+	binary.NativeEndian.PutUint32(m[metaMagic:], metaMagicValue)
+	return k.receive(frame)
+}
+
+// monotonic reads CLOCK_MONOTONIC in ns.
+func monotonic(t testing.TB) int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		t.Fatal(err)
+	}
+	return ts.Nano()
+}
+
+// TestNextMetadata checks frames with and without the program's metadata:
+// with it, a frame gets its own time converted to the wall clock and its
+// wire length, and the magic is cleared, so that a later frame without
+// metadata in the same UMEM frame is not taken for one with; that one gets
+// the time Next ran and its captured length, and is counted.
+func TestNextMetadata(t *testing.T) {
+	k := newFake(2048, 2, 4, 0)
+	s := k.s
+	s.clock.offset, s.clock.until = 1, 0 // bogus, and due: the first frame measures again
+	wallBefore := time.Now().UnixNano()
+	mono := monotonic(t)
+	addr := k.receiveMeta(testFrame(1), mono, 4200)
+	k.receiveMeta(testFrame(2), mono+1500, 9014)
+	b := capture.NewBatch(4)
+	if err := s.Next(b); err != nil || len(b.Frames) != 2 {
+		t.Fatalf("Next = %d frames, %v", len(b.Frames), err)
+	}
+	wallAfter := time.Now().UnixNano()
+	f0, f1 := b.Frames[0], b.Frames[1]
+	if f0.OrigLen != 4200 || f1.OrigLen != 9014 || !bytes.Equal(f0.Data, testFrame(1)) {
+		t.Errorf("OrigLen %d and %d, want 4200 and 9014 from the metadata", f0.OrigLen, f1.OrigLen)
+	}
+	if f0.Time < wallBefore-clockError || f0.Time > wallAfter+clockError {
+		t.Errorf("Time %d not between %d and %d: offset not measured again", f0.Time, wallBefore, wallAfter)
+	}
+	if f1.Time-f0.Time != 1500 {
+		t.Errorf("frames %d ns apart, want 1500 as the metadata says", f1.Time-f0.Time)
+	}
+	if m := s.umem[addr-metaLen : addr]; binary.NativeEndian.Uint32(m[metaMagic:]) != 0 {
+		t.Error("magic not cleared after use")
+	}
+	if n := s.NoMetadata(); n != 0 {
+		t.Errorf("NoMetadata = %d, want 0", n)
+	}
+	// The same UMEM frame again (two frames only), without metadata.
+	if err := s.Next(b); err != nil || len(b.Frames) != 0 {
+		t.Fatalf("Next on an empty ring = %d frames, %v", len(b.Frames), err)
+	}
+	if got := k.receive(testFrame(3)); got != addr {
+		t.Fatalf("fake kernel used UMEM address %#x, want %#x again", got, addr)
+	}
+	before := time.Now().UnixNano()
+	if err := s.Next(b); err != nil || len(b.Frames) != 1 {
+		t.Fatalf("Next = %d frames, %v", len(b.Frames), err)
+	}
+	if f := b.Frames[0]; f.OrigLen != uint32(len(testFrame(3))) || f.Time < before || f.Time > time.Now().UnixNano() {
+		t.Errorf("frame without metadata: OrigLen %d, Time %d; want %d and the time of Next", f.OrigLen, f.Time, len(testFrame(3)))
+	}
+	if n := s.NoMetadata(); n != 1 {
+		t.Errorf("NoMetadata = %d, want 1", n)
+	}
 }
 
 func testFrame(i int) []byte {
@@ -228,21 +305,32 @@ func TestNextRandom(t *testing.T) {
 }
 
 // BenchmarkNext measures batches of 64 frames: the fake kernel copying
-// 64-byte frames into the UMEM and posting them, then Next recycling the
-// previous batch and lending this one.
+// 64-byte frames into the UMEM (with and without the XDP program's
+// metadata in front) and posting them, then Next recycling the previous
+// batch and lending this one.
 func BenchmarkNext(b *testing.B) {
-	const n = 64
-	k := newFake(2048, 256, 128, 0)
-	frame := testFrame(4)
-	batch := capture.NewBatch(n)
-	b.ReportAllocs()
-	for b.Loop() {
-		for range n {
-			k.receive(frame)
-		}
-		if err := k.s.Next(batch); err != nil || len(batch.Frames) != n {
-			b.Fatalf("Next = %d frames, %v", len(batch.Frames), err)
-		}
+	for _, meta := range []bool{false, true} {
+		b.Run(fmt.Sprintf("metadata=%v", meta), func(b *testing.B) {
+			const n = 64
+			k := newFake(2048, 256, 128, 0)
+			k.s.clock.measure()
+			frame := testFrame(4)
+			batch := capture.NewBatch(n)
+			mono := monotonic(b)
+			b.ReportAllocs()
+			for b.Loop() {
+				for range n {
+					if meta {
+						k.receiveMeta(frame, mono, 4200)
+					} else {
+						k.receive(frame)
+					}
+				}
+				if err := k.s.Next(batch); err != nil || len(batch.Frames) != n {
+					b.Fatalf("Next = %d frames, %v", len(batch.Frames), err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/frame")
+		})
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/frame")
 }

@@ -20,5 +20,11 @@
 // Close may be called from any goroutine; a blocked Next then returns
 // os.ErrClosed within one read timeout.
 //
+// Frame.Time is libpcap's timestamp of each frame. gopacket asks libpcap
+// for nanosecond precision; on Linux libpcap reads the same TPACKET_V3
+// ring as package afpacket, so each frame has the kernel's software
+// receive time in nanoseconds. Where libpcap cannot give nanoseconds (BSD
+// and macOS BPF devices, old libpcap) the time is in microseconds.
+//
 // Stats().Dropped is libpcap's ps_drop plus ps_ifdrop.
 package libpcap

@@ -118,6 +118,13 @@ func New(t testing.TB) *Pair {
 	return p
 }
 
+// DeleteLink deletes the veth pair (both ends go), and fails t if ip
+// does. The namespaces stay until the test ends.
+func (p *Pair) DeleteLink(t testing.TB) {
+	t.Helper()
+	ip(t, "-n", p.NSB, "link", "delete", p.IfB)
+}
+
 // ip runs the ip command with args and fails t with its output on error.
 func ip(t testing.TB, args ...string) {
 	t.Helper()

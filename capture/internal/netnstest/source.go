@@ -3,7 +3,9 @@ package netnstest
 import (
 	"errors"
 	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rocescope/rocescope/capture"
 )
@@ -54,4 +56,41 @@ func Drain(t testing.TB, src capture.Source) int {
 		}
 		n += len(b.Frames)
 	}
+}
+
+// CheckInterfaceGone checks what a live source on iface does when remove
+// deletes the interface while a Next waits in another goroutine: within a
+// second, Next returns an error that wraps capture.ErrInterfaceGone and
+// says "capture: interface IFACE disappeared", and the next call says so
+// again. It returns how long Next took to notice.
+func CheckInterfaceGone(t testing.TB, src capture.Source, iface string, remove func()) time.Duration {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		b := capture.NewBatch(16)
+		for {
+			if err := src.Next(b); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(50 * time.Millisecond) // let Next wait in poll
+	start := time.Now()
+	remove()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Second):
+		t.Fatalf("Next still runs a second after %s was deleted", iface)
+	}
+	took := time.Since(start)
+	want := "capture: interface " + iface + " disappeared"
+	if !errors.Is(err, capture.ErrInterfaceGone) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Next after deleting %s = %v, want an error wrapping capture.ErrInterfaceGone saying %q", iface, err, want)
+	}
+	if err := src.Next(capture.NewBatch(16)); !errors.Is(err, capture.ErrInterfaceGone) {
+		t.Errorf("Next again = %v, want capture.ErrInterfaceGone again", err)
+	}
+	return took
 }
