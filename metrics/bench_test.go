@@ -1,8 +1,11 @@
-package metrics
+package metrics_test
 
 import (
 	"context"
 	"fmt"
+	"github.com/rocescope/rocescope/internal/testframes"
+	"github.com/rocescope/rocescope/metrics"
+	"github.com/rocescope/rocescope/metrics/report"
 	"io"
 	"math/rand/v2"
 	"syscall"
@@ -10,6 +13,13 @@ import (
 
 	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/decode"
+)
+
+// Opcodes and PSN arithmetic of the benchmark traffic.
+const (
+	opWriteMiddle decode.Opcode = 0x07
+	opAck         decode.Opcode = 0x11
+	psnMask                     = 1<<24 - 1
 )
 
 // benchFrames makes n frames of WRITE traffic over the given number of
@@ -25,18 +35,18 @@ func benchFrames(n, conns int, gap int64) []capture.Frame {
 		c := rng.IntN(conns)
 		src := [4]byte{10, byte(c >> 16), byte(c >> 8), byte(c)}
 		dst := [4]byte{11, byte(c >> 16), byte(c >> 8), byte(c)}
-		f := roceFrame{src: src, dst: dst, sport: uint16(49152 + c), op: opWriteMiddle, dqp: uint32(c + 1000), psn: psn[c], payload: 1024}
+		f := testframes.RoCE{Src: src, Dst: dst, Sport: uint16(49152 + c), Op: opWriteMiddle, DQP: uint32(c + 1000), PSN: psn[c], Payload: 1024}
 		if i%8 == 7 {
-			f = roceFrame{src: dst, dst: src, sport: uint16(49152 + c), op: opAck, dqp: uint32(c + 5000), psn: psn[c] - 1, ext: aeth(0x1f, psn[c])}
+			f = testframes.RoCE{Src: dst, Dst: src, Sport: uint16(49152 + c), Op: opAck, DQP: uint32(c + 5000), PSN: psn[c] - 1, Ext: testframes.AETH(0x1f, psn[c])}
 		} else {
 			psn[c] = (psn[c] + 1) & psnMask
 		}
-		b := f.bytes()
+		b := f.Bytes()
 		orig := len(b)
 		b = b[:min(len(b), 128)]
 		off := len(mem)
 		mem = append(mem, b...)
-		frames[i] = capture.Frame{Data: mem[off:len(mem):len(mem)], Time: testEpoch + int64(i)*gap, OrigLen: uint32(orig), Link: decode.LinkEthernet}
+		frames[i] = capture.Frame{Data: mem[off:len(mem):len(mem)], Time: testframes.Epoch + int64(i)*gap, OrigLen: uint32(orig), Link: decode.LinkEthernet}
 	}
 	return frames
 }
@@ -87,17 +97,17 @@ func BenchmarkEngine(b *testing.B) {
 		frames := benchFrames(1<<20, conns, 200)
 		for _, workers := range []int{1, 2} {
 			b.Run(fmt.Sprintf("conns=%d/workers=%d", conns, workers), func(b *testing.B) {
-				cfg := &Config{Workers: workers, Host: "bench"}
-				e, err := New(cfg)
+				cfg := &metrics.Config{Workers: workers, Host: "bench"}
+				e, err := metrics.New(cfg)
 				if err != nil {
 					b.Fatal(err)
 				}
 				run := func(n int) {
-					rp, err := NewReporter(cfg)
+					rp, err := report.NewReporter(cfg)
 					if err != nil {
 						b.Fatal(err)
 					}
-					if err := e.Run(context.Background(), []capture.Source{&loopSource{frames: frames, n: n}}, func(w *Window) error {
+					if err := e.Run(context.Background(), []capture.Source{&loopSource{frames: frames, n: n}}, func(w *metrics.Window) error {
 						rp.Build(w)
 						return nil
 					}); err != nil {

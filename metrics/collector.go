@@ -69,7 +69,7 @@ func (c *collector) fail(err error) {
 
 // shardWindow takes a shard's closed window.
 func (c *collector) shardWindow(w *Window) {
-	p := c.part(w.index())
+	p := c.part(w.Index())
 	if p.w == nil {
 		p.w = w
 		return

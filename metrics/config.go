@@ -50,9 +50,9 @@ const (
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = errors.New("invalid configuration")
 
-// withDefaults returns a copy of c with defaults filled in, or an error
+// WithDefaults returns a copy of c with defaults filled in, or an error
 // naming the first invalid field.
-func (c *Config) withDefaults() (Config, error) {
+func (c *Config) WithDefaults() (Config, error) {
 	var d Config
 	if c != nil {
 		d = *c

@@ -41,8 +41,12 @@ const (
 	numScalarCounter
 )
 
-// numScalar is the number of scalar counters, as an int for index arithmetic.
-const numScalar = int(numScalarCounter)
+// NumScalar is the number of scalar counters: they are Counter(0) up to
+// Counter(NumScalar-1).
+const NumScalar = int(numScalarCounter)
+
+// numScalar is NumScalar, named as the section bases below use it.
+const numScalar = NumScalar
 
 // Counter sections: arrays of counters indexed by a code.
 const (
@@ -117,6 +121,16 @@ func (cs *Counters) NAKCode(c uint8) uint64 { return cs[nakCodeBase+int(c&31)] }
 
 // DecodeErrors returns the frames counted with decode error code e.
 func (cs *Counters) DecodeErrors(e uint8) uint64 { return cs[errorBase+int(e)] }
+
+// Opcodes returns the packets per BTH opcode, indexed by opcode (256).
+func (cs *Counters) Opcodes() []uint64 { return cs[opcodeBase : opcodeBase+256] }
+
+// NAKCodes returns the NAKs per NAK code, indexed by code (32).
+func (cs *Counters) NAKCodes() []uint64 { return cs[nakCodeBase : nakCodeBase+32] }
+
+// DecodeErrorCodes returns the frames per decode error code, indexed by
+// code (256).
+func (cs *Counters) DecodeErrorCodes() []uint64 { return cs[errorBase : errorBase+256] }
 
 // Add adds o to cs.
 func (cs *Counters) Add(o *Counters) {

@@ -1,41 +1,69 @@
 // Package metrics is rocescope's engine: it turns captured frames into
-// per-window flow reports, and merges the window states of several hosts.
+// per-window states (exact counters, exact per-flow records, sketches) that
+// merge across workers and hosts. Reports are built from those states by
+// package [github.com/rocescope/rocescope/metrics/report], written by
+// [github.com/rocescope/rocescope/metrics/export], and the states travel
+// between hosts through [github.com/rocescope/rocescope/metrics/state].
 //
 // # Pipeline
 //
-// An [Engine] runs one reader goroutine per [capture.Source]. A reader
-// decodes each frame once, counts the figures that need no per-flow state
-// (packets, bytes, the opcode histogram, congestion and pause frames) and
-// hands every RoCE frame, as an event in a batch, to the worker that owns
+// An [Engine] runs one reader per [capture.Source]. A reader decodes each
+// frame once, counts the figures that need no per-flow state (packets,
+// bytes, the opcode histogram, congestion and pause frames) and hands every
+// RoCE frame, as an event in a batch of 256, to the worker (shard) that owns
 // its connection: a hash of the two addresses and the UDP source port, so
-// both directions of a connection meet on one worker. Each worker owns a
-// slice of the bounded QP table (PSN tracking, retransmissions, gaps,
-// latency matching, source QP pairing) and its part of the open windows,
-// without locks. A collector merges the readers' and workers' parts of a
-// window with [Window.Merge], the same function `rocescope merge` uses for
-// the states of several hosts, and emits the window once every reader and
-// worker has closed it. A [Reporter] builds a [Report] from each window
-// (top flows, elephants, jitter, CNP attribution), and the sinks write it
-// as JSON lines, CSV or a table; [Prometheus] serves running totals.
+// both directions of a connection meet on one shard. A shard owns a slice of
+// the bounded QP table and its part of the open windows, without locks.
+// With one worker and one source all of it runs on the caller's goroutine;
+// otherwise each reader and each shard has its own, and batches (never
+// single frames) move between them over channels, recycled through free
+// lists.
 //
-// # Windows
+// # Flow state
+//
+// A table entry (512 bytes, on cache-line boundaries) holds a flow's PSN
+// tracking, pairing and pending requests, and its counters in the window
+// it last sent in. A frame updates the entry in place; its counters move
+// into the window's flow list once, when the flow's first frame of a newer
+// window arrives or when the window closes. A flow with no frame in a
+// window is not part of it. Latency matches count in the window of the
+// answer (its quantiles), and on the requester's flow when that flow sent in
+// the same window.
+//
+// # Windows and the closing protocol
 //
 // Windows are aligned to multiples of the window length since the Unix
 // epoch, by frame time, so replays are deterministic and hosts agree on
-// window boundaries. A window closes when every reader has seen a frame
-// (or, live, the clock) past its end plus the allowed lateness; a frame
-// older than that is counted late in the first window still open. The
-// figures of a window are exact, but the distinct-flow estimate and the
-// sketches; per-flow figures are exact for every flow the QP table held
-// (Report.Exact says whether that is all of them).
+// window boundaries. At most two windows are open: the newest and the one
+// before it, for late frames (Config.Lateness).
+//
+//  1. A reader closes window w when its clock (the newest frame time, and
+//     in a live capture the wall clock) passes the end of w plus the
+//     lateness. It hands its counters of w to the collector, then puts a
+//     close mark "≤ w" behind its events in every shard's queue.
+//  2. A shard closes w once every reader's mark reached it: all events of
+//     w are then handled, since a reader's events precede its mark. It
+//     moves the counters still in its entries into w's flow list, feeds the
+//     flow records to the window's sketches, hands w to the collector and
+//     tells it its own mark.
+//  3. The collector emits w once every reader and every shard marked it
+//     closed: the first shard window becomes the host's window, the others
+//     merge into it (Window.Merge; shards hold disjoint flows), the readers'
+//     counters are added, the flow list is put in canonical order (by flow
+//     hash, then key) and the heavy-hitter table is fed the exact records in
+//     that order, so that a window's state is the same for any number of
+//     workers. Windows are emitted in order, every one of them, also when
+//     empty.
+//
+// A frame older than the oldest open window is counted late in it.
 //
 // # Lifetime and concurrency
 //
 // An Engine may run once at a time; Run returns when its sources are
 // exhausted, one fails, the emit function fails or the context is done, and
 // emits every window still open before it returns. The [Window] given to
-// emit is lent: it is reused once emit returns. A Window, a Reporter and
-// the sinks are not safe for concurrent use; Prometheus is. Window states
-// ([Window.AppendBinary], [StateWriter], [StateReader], [Merger]) are
-// versioned, checksummed bytes that travel between hosts.
+// emit is lent: it is reused once emit returns. The QP tables and windows
+// are kept between runs of one Engine, so that their memory is reused. A
+// Window is not safe for concurrent use. Window states ([Window.AppendBinary],
+// [Window.UnmarshalBinary]) are versioned, checksummed bytes.
 package metrics

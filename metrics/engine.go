@@ -32,7 +32,7 @@ type Engine struct {
 
 // New returns an engine configured by cfg (nil means defaults).
 func New(cfg *Config) (*Engine, error) {
-	c, err := cfg.withDefaults()
+	c, err := cfg.WithDefaults()
 	if err != nil {
 		return nil, err
 	}

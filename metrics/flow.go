@@ -57,9 +57,9 @@ func addrFrom(kind decode.AddrKind, b [16]byte) decode.Addr {
 	return decode.Addr{}
 }
 
-// hash returns the flow hash every sketch and the QP table use:
-// sketch.Hash of the binary form, computed from the key's words in place.
-func (k *FlowKey) hash(seed uint64) uint64 {
+// Hash returns the flow hash every sketch and the QP table use under seed:
+// sketch.Hash of the key's binary form, computed from its words in place.
+func (k *FlowKey) Hash(seed uint64) uint64 {
 	s0, s1 := k.Src.Words()
 	d0, d1 := k.Dst.Words()
 	// Bytes 32-37 of the binary form: the two kinds, then the QP

@@ -2,8 +2,6 @@ package metrics
 
 import (
 	"bytes"
-	"encoding/json"
-	"math"
 	"testing"
 
 	"github.com/rocescope/rocescope/decode"
@@ -72,31 +70,6 @@ func TestOpMix(t *testing.T) {
 	}
 }
 
-func TestJSONString(t *testing.T) {
-	for _, s := range []string{"", "plain", "quote\" back\\slash", "ctl\x00\x1f\n", "bad\xffutf8", "héllo"} {
-		b := appendJSONString(nil, s)
-		var got string
-		if err := json.Unmarshal(b, &got); err != nil {
-			t.Errorf("appendJSONString(%q) = %s: %v", s, b, err)
-			continue
-		}
-		want := s
-		if s == "bad\xffutf8" {
-			want = "bad\ufffdutf8"
-		}
-		if got != want {
-			t.Errorf("appendJSONString(%q) reads back as %q", s, got)
-		}
-	}
-	for _, v := range []float64{0, 1, -3, 1.5, 1e20, 123456789012, math.NaN(), math.Inf(1)} {
-		b := appendJSONFloat(nil, v)
-		var got any
-		if err := json.Unmarshal(b, &got); err != nil {
-			t.Errorf("appendJSONFloat(%v) = %s: %v", v, b, err)
-		}
-	}
-}
-
 func TestFloorDiv(t *testing.T) {
 	for _, c := range []struct{ a, b, want int64 }{{7, 2, 3}, {-7, 2, -4}, {-8, 2, -4}, {0, 5, 0}, {-1, 1000, -1}} {
 		if got := floorDiv(c.a, c.b); got != c.want {
@@ -117,8 +90,8 @@ func TestCompareKeysIsBinaryOrder(t *testing.T) {
 	for _, a := range keys {
 		for _, b := range keys {
 			want := bytes.Compare(a.appendBinary(nil), b.appendBinary(nil))
-			if got := compareKeys(a, b); got != want {
-				t.Errorf("compareKeys(%v, %v) = %d, want %d", a, b, got, want)
+			if got := a.Compare(b); got != want {
+				t.Errorf("%v.Compare(%v) = %d, want %d", a, b, got, want)
 			}
 		}
 	}
@@ -134,7 +107,7 @@ func TestFlowKeyHashIsHashOfBinary(t *testing.T) {
 	}
 	for _, k := range keys {
 		for _, seed := range []uint64{0, 1, sketch.DefaultSeed} {
-			if got, want := k.hash(seed), sketch.Hash(seed, k.appendBinary(nil)); got != want {
+			if got, want := k.Hash(seed), sketch.Hash(seed, k.appendBinary(nil)); got != want {
 				t.Errorf("hash(%v, %#x) = %#x, sketch.Hash of the binary form = %#x", k, seed, got, want)
 			}
 		}

@@ -140,7 +140,7 @@ func (r *reader) roce(rw *readerWindow, f *capture.Frame, t int64) {
 	c[PayloadBytes] += uint64(p.PayloadLen)
 	ev := &r.ev
 	ev.key = FlowKey{Src: p.Src, Dst: p.Dst, DQP: p.BTH.DestQP}
-	ev.hash = ev.key.hash(r.seed)
+	ev.hash = ev.key.Hash(r.seed)
 	ev.time = t
 	ev.win = rw.index
 	ev.wire = f.OrigLen

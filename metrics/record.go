@@ -33,6 +33,10 @@ const (
 	numFlowCounters
 )
 
+// NumFlowCounters is the number of per-flow counters: they are
+// FlowCounter(0) up to FlowCounter(NumFlowCounters-1).
+const NumFlowCounters = int(numFlowCounters)
+
 var flowCounterNames = [numFlowCounters]string{
 	FlowBytes:            "bytes",
 	FlowPayloadBytes:     "payload_bytes",
@@ -133,10 +137,9 @@ func (r *FlowRecord) merge(o *FlowRecord) {
 	}
 }
 
-// compareKeys orders flow keys by their binary form (see appendBinary),
-// comparing the fields in place: it runs for every comparison of every
-// window's sort.
-func compareKeys(a, b FlowKey) int {
+// Compare orders flow keys by their binary form (see appendBinary),
+// comparing the fields in place; it returns -1, 0 or +1.
+func (a FlowKey) Compare(b FlowKey) int {
 	as, bs := a.Src.As16(), b.Src.As16()
 	if c := bytes.Compare(as[:], bs[:]); c != 0 {
 		return c
@@ -148,14 +151,21 @@ func compareKeys(a, b FlowKey) int {
 	return cmp.Or(cmp.Compare(a.Src.Kind(), b.Src.Kind()), cmp.Compare(a.Dst.Kind(), b.Dst.Kind()), cmp.Compare(a.DQP, b.DQP))
 }
 
-// compareFlows orders records canonically: by flow hash, then by key (two
-// keys with one hash are told apart).
-func compareFlows(a, b *FlowRecord) int {
+// CompareFlows orders records canonically, as a normalized window lists
+// them: by flow hash, then by key (two keys with one hash are told apart).
+func CompareFlows(a, b *FlowRecord) int {
 	if a.hash != b.hash {
 		return cmp.Compare(a.hash, b.hash)
 	}
-	return compareKeys(a.Key, b.Key)
+	return a.Key.Compare(b.Key)
 }
+
+// Hash returns the flow hash of the record's key under the seed of the
+// window it belongs to.
+func (r *FlowRecord) Hash() uint64 { return r.hash }
+
+// SetHash sets the record's flow hash: the hash of its key under seed.
+func (r *FlowRecord) SetHash(seed uint64) { r.hash = r.Key.Hash(seed) }
 
 // flowOrder is scratch space for sorting a window's flow list.
 type flowOrder struct {
@@ -193,7 +203,7 @@ func (o *flowOrder) normalize(flows []FlowRecord) []FlowRecord {
 			j++
 		}
 		if j-i > 1 {
-			slices.SortFunc(items[i:j], func(x, y sortItem) int { return compareKeys(flows[x.pos].Key, flows[y.pos].Key) })
+			slices.SortFunc(items[i:j], func(x, y sortItem) int { return flows[x.pos].Key.Compare(flows[y.pos].Key) })
 		}
 		i = j
 	}

@@ -168,7 +168,7 @@ func (s *shard) window(w int64) *Window {
 		s.open[w&1] = win
 		return win
 	}
-	if win := s.open[w&1]; win != nil && win.index() == w {
+	if win := s.open[w&1]; win != nil && win.Index() == w {
 		return win
 	}
 	win := s.oldest()
@@ -197,10 +197,10 @@ func (s *shard) oldest() *Window {
 func (s *shard) closeThrough(w int64) {
 	for {
 		win := s.oldest()
-		if win == nil || win.index() > w {
+		if win == nil || win.Index() > w {
 			return
 		}
-		p := win.index() & 1
+		p := win.Index() & 1
 		s.flush(p, win)
 		s.open[p] = nil
 	}
@@ -210,7 +210,7 @@ func (s *shard) closeThrough(w int64) {
 // counting in it, feeds every flow record of the window to its sketches,
 // and hands win over.
 func (s *shard) flush(p int64, win *Window) {
-	w := win.index()
+	w := win.Index()
 	for _, idx := range s.active[p] {
 		if e := &s.tab.entries[idx]; e.win == w {
 			s.materialize(e, win)
@@ -331,7 +331,7 @@ func countFlags(r *FlowRecord, f uint16) {
 // window moves the counters of its previous window into that window's flow
 // list first. The pointer is valid until the next call.
 func (s *shard) counters(idx int32, e *entry, win *Window) *FlowRecord {
-	w := win.index()
+	w := win.Index()
 	switch {
 	case e.win == w:
 		return &e.rec
@@ -356,7 +356,7 @@ func (s *shard) counters(idx int32, e *entry, win *Window) *FlowRecord {
 // a frame there, or nil.
 func (s *shard) record(idx int32, win *Window) *FlowRecord {
 	e := &s.tab.entries[idx]
-	switch w := win.index(); w {
+	switch w := win.Index(); w {
 	case e.win:
 		return &e.rec
 	case e.prevWin:
@@ -371,7 +371,7 @@ func (s *shard) record(idx int32, win *Window) *FlowRecord {
 func (s *shard) admit(ev *event) int32 {
 	if s.tab.full() {
 		win := s.oldest()
-		v := s.tab.victim(win.index())
+		v := s.tab.victim(win.Index())
 		if v < 0 {
 			return -1
 		}

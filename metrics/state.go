@@ -285,6 +285,11 @@ func (r *stateReader) addr() decode.Addr {
 // leaves w unchanged.
 func (w *Window) UnmarshalBinary(data []byte) error { return w.decode(data, false) }
 
+// UnmarshalReusing is UnmarshalBinary decoding into the sketches and lists
+// w already holds when they have the state's shape, instead of allocating
+// new ones (megabytes per window); w is undefined after an error.
+func (w *Window) UnmarshalReusing(data []byte) error { return w.decode(data, true) }
+
 // decode is UnmarshalBinary. With reuse, it decodes into the sketches and
 // lists w already holds when they have the state's shape, instead of
 // allocating new ones (megabytes per window), and w is undefined after an
@@ -379,7 +384,7 @@ func (w *Window) decode(data []byte, reuse bool) error {
 		if r.err != nil {
 			break
 		}
-		f.hash = f.Key.hash(x.sketchConfig.Seed)
+		f.hash = f.Key.Hash(x.sketchConfig.Seed)
 		x.Flows = append(x.Flows, f)
 	}
 	for range r.count(17 + 17 + 14) {

@@ -2,18 +2,13 @@ package metrics
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
-	"io"
-	"os"
-	"path/filepath"
+	"github.com/rocescope/rocescope/internal/testframes"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/decode"
-	"github.com/rocescope/rocescope/sketch"
 )
 
 // addrEqual lets cmp compare decode.Addr, whose fields are unexported.
@@ -31,25 +26,9 @@ func encodeWindow(t testing.TB, w *Window) []byte {
 	return b
 }
 
-// splitByConnection splits frames between n hosts by UDP source port, the
-// way a packet broker keeping both directions of a connection together
-// would; frames without UDP go to host 0.
-func splitByConnection(frames []capture.Frame, n int) [][]capture.Frame {
-	parts := make([][]capture.Frame, n)
-	var p decode.Packet
-	for _, f := range frames {
-		k := 0
-		if p.Decode(f.Data, f.Link); p.Headers&decode.HasUDP != 0 {
-			k = int(p.SrcPort) % n
-		}
-		parts[k] = append(parts[k], f)
-	}
-	return parts
-}
-
 func TestStateRoundTrip(t *testing.T) {
-	tr := makeTestTrace()
-	for _, w := range runEngine(t, &Config{Workers: 2, Host: "h"}, &frameSource{frames: tr.frames, per: 4}) {
+	tr := testframes.Trace()
+	for _, w := range runEngine(t, &Config{Workers: 2, Host: "h"}, &testframes.Source{Frames: tr.Frames, Per: 4}) {
 		b := encodeWindow(t, w)
 		var got Window
 		if err := got.UnmarshalBinary(b); err != nil {
@@ -69,15 +48,15 @@ func TestStateRoundTrip(t *testing.T) {
 // everything: counters, flow records and the exactly mergeable sketches must
 // be identical.
 func TestStateMergeEqualsOneHost(t *testing.T) {
-	tr := makeTestTrace()
-	whole := runEngine(t, &Config{Workers: 1, Host: "all"}, &frameSource{frames: tr.frames, per: 8})
+	tr := testframes.Trace()
+	whole := runEngine(t, &Config{Workers: 1, Host: "all"}, &testframes.Source{Frames: tr.Frames, Per: 8})
 	for hosts := 2; hosts <= 3; hosts++ {
 		merged := map[int64]*Window{}
-		for i, part := range splitByConnection(makeTestTrace().frames, hosts) {
+		for i, part := range testframes.SplitByConnection(testframes.Trace().Frames, hosts) {
 			if len(part) == 0 {
 				continue
 			}
-			for _, w := range runEngine(t, &Config{Workers: 2, Host: string(rune('a' + i))}, &frameSource{frames: part, per: 3}) {
+			for _, w := range runEngine(t, &Config{Workers: 2, Host: string(rune('a' + i))}, &testframes.Source{Frames: part, Per: 3}) {
 				if m, ok := merged[w.Start]; ok {
 					if err := m.Merge(w); err != nil {
 						t.Fatal(err)
@@ -114,8 +93,8 @@ func TestStateMergeEqualsOneHost(t *testing.T) {
 }
 
 func TestStateRejectsDamage(t *testing.T) {
-	tr := makeTestTrace()
-	w := runEngine(t, &Config{Workers: 1, Host: "h"}, &frameSource{frames: tr.frames, per: 4})[0]
+	tr := testframes.Trace()
+	w := runEngine(t, &Config{Workers: 1, Host: "h"}, &testframes.Source{Frames: tr.Frames, Per: 4})[0]
 	b := encodeWindow(t, w)
 	for n := range len(b) {
 		if err := new(Window).UnmarshalBinary(b[:n]); !errors.Is(err, ErrState) {
@@ -135,14 +114,14 @@ func TestStateRejectsDamage(t *testing.T) {
 }
 
 func TestMergeRejectsMismatch(t *testing.T) {
-	tr := makeTestTrace()
-	base := runEngine(t, &Config{Workers: 1, Host: "a"}, &frameSource{frames: tr.frames, per: 4})
+	tr := testframes.Trace()
+	base := runEngine(t, &Config{Workers: 1, Host: "a"}, &testframes.Source{Frames: tr.Frames, Per: 4})
 	for name, cfg := range map[string]*Config{
 		"count-min width": {Workers: 1, Host: "b", CMWidth: 1 << 10},
 		"seed":            {Workers: 1, Host: "b", Seed: 99},
 		"top-k size":      {Workers: 1, Host: "b", TopKSize: 64},
 	} {
-		other := runEngine(t, cfg, &frameSource{frames: makeTestTrace().frames, per: 4})
+		other := runEngine(t, cfg, &testframes.Source{Frames: testframes.Trace().Frames, Per: 4})
 		if err := base[0].Merge(other[0]); !errors.Is(err, ErrMismatch) {
 			t.Errorf("%s: merge error %v, want ErrMismatch", name, err)
 		}
@@ -152,68 +131,11 @@ func TestMergeRejectsMismatch(t *testing.T) {
 	}
 }
 
-func TestStateFileRoundTrip(t *testing.T) {
-	tr := makeTestTrace()
-	wins := runEngine(t, &Config{Workers: 1, Host: "h"}, &frameSource{frames: tr.frames, per: 4})
-	dir := t.TempDir()
-	for _, path := range []string{filepath.Join(dir, "states.bin"), dir} {
-		sw, err := NewStateWriter(path, &Config{Host: "h"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range wins {
-			if err := sw.Write(w); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := sw.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The single file holds every window in order.
-	f, err := os.Open(filepath.Join(dir, "states.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sr := NewStateReader(f, "states.bin")
-	for i := 0; ; i++ {
-		var w Window
-		err := sr.Next(&w)
-		if err == io.EOF {
-			if i != len(wins) {
-				t.Fatalf("read %d states, want %d", i, len(wins))
-			}
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(encodeWindow(t, &w), encodeWindow(t, wins[i])) {
-			t.Errorf("state %d differs after the file round trip", i)
-		}
-	}
-	// The directory holds one file per window.
-	per, _ := filepath.Glob(filepath.Join(dir, "*"+StateExt))
-	if len(per) != len(wins) {
-		t.Errorf("directory holds %d state files, want %d: %v", len(per), len(wins), per)
-	}
-	// A cut file is an error naming the file and the offset.
-	data, _ := os.ReadFile(filepath.Join(dir, "states.bin"))
-	sr = NewStateReader(bytes.NewReader(data[:len(data)-3]), "cut.bin")
-	var w Window
-	for err = sr.Next(&w); err == nil; err = sr.Next(&w) {
-	}
-	if !errors.Is(err, ErrState) || !bytes.Contains([]byte(err.Error()), []byte("cut.bin: state at offset")) {
-		t.Errorf("cut file: %v, want ErrState naming cut.bin and the offset", err)
-	}
-}
-
 // FuzzWindowState checks that any input either decodes to a window that
 // encodes back to the same bytes, or fails with ErrState.
 func FuzzWindowState(f *testing.F) {
-	tr := makeTestTrace()
-	for _, w := range runEngine(&testing.T{}, &Config{Workers: 1, Host: "h"}, &frameSource{frames: tr.frames, per: 4}) {
+	tr := testframes.Trace()
+	for _, w := range runEngine(&testing.T{}, &Config{Workers: 1, Host: "h"}, &testframes.Source{Frames: tr.Frames, Per: 4}) {
 		f.Add(encodeWindow(f, w))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -229,54 +151,4 @@ func FuzzWindowState(f *testing.F) {
 			t.Fatalf("accepted state does not encode back to its bytes")
 		}
 	})
-}
-
-// TestStateWriterMakesDirectory: a --state-out path ending in a slash is a
-// directory, created when missing.
-func TestStateWriterMakesDirectory(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "states", "host1") + "/"
-	sw, err := NewStateWriter(dir, &Config{Host: "h"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := makeTestTrace()
-	for _, w := range runEngine(t, &Config{Workers: 1, Host: "h"}, &frameSource{frames: tr.frames, per: 4}) {
-		if err := sw.Write(w); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := sw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if files, _ := filepath.Glob(filepath.Join(dir, "*"+StateExt)); len(files) != 2 {
-		t.Errorf("%d state files in the new directory, want 2", len(files))
-	}
-}
-
-// TestStateReaderReusesWindows decodes states into one window again and
-// again, as merge does with spare windows: each decode equals a fresh one.
-func TestStateReaderReusesWindows(t *testing.T) {
-	tr := makeTestTrace()
-	wins := runEngine(t, &Config{Workers: 1, Host: "h"}, &frameSource{frames: tr.frames, per: 4})
-	var file []byte
-	for _, w := range append(wins, wins[0], wins[1]) {
-		b := encodeWindow(t, w)
-		file = binary.BigEndian.AppendUint32(file, uint32(len(b)))
-		file = append(file, b...)
-	}
-	sr := NewStateReader(bytes.NewReader(file), "reuse")
-	var w Window
-	var sketchesOf *sketch.CountMin
-	for i := range 4 {
-		if err := sr.Next(&w); err != nil {
-			t.Fatal(err)
-		}
-		if got, want := encodeWindow(t, &w), encodeWindow(t, wins[i%2]); !bytes.Equal(got, want) {
-			t.Errorf("state %d decoded into a used window differs from the original", i)
-		}
-		if i > 0 && w.FlowBytes != sketchesOf {
-			t.Errorf("state %d: the sketches were not reused", i)
-		}
-		sketchesOf = w.FlowBytes
-	}
 }

@@ -25,7 +25,7 @@ func TestTableAgainstMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for step := range 200000 {
 		k := testKey(uint32(rng.IntN(8000)))
-		h := k.hash(1)
+		h := k.Hash(1)
 		got := tab.lookup(&k, h)
 		idx, ok := want[k]
 		if !ok && got != -1 || ok && got != idx {
@@ -52,7 +52,7 @@ func TestTableAgainstMap(t *testing.T) {
 		t.Errorf("load %d/%d above one half", tab.used, len(tab.slots))
 	}
 	for k, idx := range want {
-		if got := tab.lookup(&k, k.hash(1)); got != idx {
+		if got := tab.lookup(&k, k.Hash(1)); got != idx {
 			t.Errorf("final lookup(%v) = %d, want %d", k, got, idx)
 		}
 	}
@@ -62,7 +62,7 @@ func TestTableVictim(t *testing.T) {
 	tab := newTable(4)
 	keys := []FlowKey{testKey(1), testKey(2), testKey(3), testKey(4)}
 	for i, k := range keys {
-		idx := tab.insert(&k, k.hash(1))
+		idx := tab.insert(&k, k.Hash(1))
 		tab.entries[idx].lastWin = int64(10 + i)
 	}
 	if !tab.full() {

@@ -1,8 +1,10 @@
-package metrics
+package metrics_test
 
 import (
 	"context"
 	"fmt"
+	"github.com/rocescope/rocescope/metrics"
+	"github.com/rocescope/rocescope/metrics/report"
 	"maps"
 	"math"
 	"net/netip"
@@ -17,24 +19,24 @@ import (
 )
 
 // truthKey converts a flow key of the synthetic truth to the engine's.
-func truthKey(k synth.FlowKey) FlowKey {
+func truthKey(k synth.FlowKey) metrics.FlowKey {
 	conv := func(a netip.Addr) decode.Addr {
 		if a.Is4() {
 			return decode.AddrFrom4(a.As4())
 		}
 		return decode.AddrFrom16(a.As16())
 	}
-	return FlowKey{Src: conv(k.Src), Dst: conv(k.Dst), DQP: k.DQP}
+	return metrics.FlowKey{Src: conv(k.Src), Dst: conv(k.Dst), DQP: k.DQP}
 }
 
 // windowFigures are the window counters compared with the truth, under the
 // truth's JSON names.
-func windowFigures(c *Counters) map[string]uint64 {
+func windowFigures(c *metrics.Counters) map[string]uint64 {
 	return map[string]uint64{
-		"packets": c[Packets], "bytes": c[Bytes], "roce_packets": c[RoCEPackets], "other_packets": c[OtherPackets],
-		"payload_bytes": c[PayloadBytes], "messages": c[Messages], "cnp": c[CNP], "ecn_ce": c[ECNCE],
-		"fecn": c[FECN], "becn": c[BECN], "naks": c[NAKs], "rnr_naks": c[RNRNAKs], "acks": c[Acks],
-		"retransmits": c[Retransmits], "psn_gaps": c[PSNGaps],
+		"packets": c[metrics.Packets], "bytes": c[metrics.Bytes], "roce_packets": c[metrics.RoCEPackets], "other_packets": c[metrics.OtherPackets],
+		"payload_bytes": c[metrics.PayloadBytes], "messages": c[metrics.Messages], "cnp": c[metrics.CNP], "ecn_ce": c[metrics.ECNCE],
+		"fecn": c[metrics.FECN], "becn": c[metrics.BECN], "naks": c[metrics.NAKs], "rnr_naks": c[metrics.RNRNAKs], "acks": c[metrics.Acks],
+		"retransmits": c[metrics.Retransmits], "psn_gaps": c[metrics.PSNGaps],
 	}
 }
 
@@ -71,36 +73,36 @@ func TestEngineMatchesSynthTruth(t *testing.T) {
 				t.Fatal(err)
 			}
 			const elephant, jitterRate = 2e6, 1e6
-			cfg := &Config{Workers: workers, Host: "synth", Exact: true, Top: 100, ElephantRate: elephant, JitterRate: jitterRate}
-			e, err := New(cfg)
+			cfg := &metrics.Config{Workers: workers, Host: "synth", Exact: true, Top: 100, ElephantRate: elephant, JitterRate: jitterRate}
+			e, err := metrics.New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			rp, err := NewReporter(cfg)
+			rp, err := report.NewReporter(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			type got struct {
 				start     int64
-				counters  Counters
-				flows     map[FlowKey]flowFigures
+				counters  metrics.Counters
+				flows     map[metrics.FlowKey]flowFigures
 				distinct  float64
-				top       []FlowKey // the top-k sketch's heaviest flows
-				topBytes  map[FlowKey]uint64
-				cmBytes   map[FlowKey]uint64
-				elephants []FlowKey
-				jitter    []FlowKey
+				top       []metrics.FlowKey // the top-k sketch's heaviest flows
+				topBytes  map[metrics.FlowKey]uint64
+				cmBytes   map[metrics.FlowKey]uint64
+				elephants []metrics.FlowKey
+				jitter    []metrics.FlowKey
 			}
 			var wins []got
-			err = e.Run(context.Background(), []capture.Source{src}, func(w *Window) error {
+			err = e.Run(context.Background(), []capture.Source{src}, func(w *metrics.Window) error {
 				r := rp.Build(w)
-				g := got{start: w.Start, counters: w.Counters, flows: map[FlowKey]flowFigures{},
-					distinct: r.Flows.Value, topBytes: map[FlowKey]uint64{}, cmBytes: map[FlowKey]uint64{}}
+				g := got{start: w.Start, counters: w.Counters, flows: map[metrics.FlowKey]flowFigures{},
+					distinct: r.Flows.Value, topBytes: map[metrics.FlowKey]uint64{}, cmBytes: map[metrics.FlowKey]uint64{}}
 				for _, f := range r.All {
-					g.flows[f.Key] = flowFigures{SQP: f.SQP, Packets: f.C[FlowPackets], Bytes: f.C[FlowBytes],
-						Payload: f.C[FlowPayloadBytes], Messages: f.C[FlowMessages], ECNCE: f.C[FlowECNCE],
-						CNP: f.C[FlowCNP], Retrans: f.C[FlowRetransmits], Gaps: f.C[FlowPSNGaps]}
-					g.cmBytes[f.Key] = w.FlowBytes.Estimate(f.Key.hash(e.Config().Seed))
+					g.flows[f.Key] = flowFigures{SQP: f.SQP, Packets: f.C[metrics.FlowPackets], Bytes: f.C[metrics.FlowBytes],
+						Payload: f.C[metrics.FlowPayloadBytes], Messages: f.C[metrics.FlowMessages], ECNCE: f.C[metrics.FlowECNCE],
+						CNP: f.C[metrics.FlowCNP], Retrans: f.C[metrics.FlowRetransmits], Gaps: f.C[metrics.FlowPSNGaps]}
+					g.cmBytes[f.Key] = w.FlowBytes.Estimate(f.Key.Hash(e.Config().Seed))
 				}
 				for _, te := range w.Top.Top(nil) {
 					g.top = append(g.top, te.Key)
@@ -123,7 +125,7 @@ func TestEngineMatchesSynthTruth(t *testing.T) {
 				t.Fatalf("%d windows, truth has %d", len(wins), len(truth.Windows))
 			}
 			secs := float64(truth.WindowNS) / 1e9
-			prevRate := map[FlowKey]float64{}
+			prevRate := map[metrics.FlowKey]float64{}
 			for i, tw := range truth.Windows {
 				g := wins[i]
 				if g.start != tw.StartNS {
@@ -148,8 +150,8 @@ func TestEngineMatchesSynthTruth(t *testing.T) {
 				}
 
 				// Per flow, exactly.
-				want := map[FlowKey]flowFigures{}
-				rate := map[FlowKey]float64{}
+				want := map[metrics.FlowKey]flowFigures{}
+				rate := map[metrics.FlowKey]float64{}
 				for _, f := range tw.PerFlow {
 					k := truthKey(f.FlowKey)
 					want[k] = flowFigures{SQP: f.SQP, Packets: f.Packets, Bytes: f.Bytes, Payload: f.PayloadBytes,
@@ -181,11 +183,11 @@ func TestEngineMatchesSynthTruth(t *testing.T) {
 				// Top 100 by bytes: the top-k sketch's recall, precision
 				// and byte error, and Count-Min's byte error.
 				exact := slices.Collect(maps.Keys(want))
-				slices.SortFunc(exact, func(a, b FlowKey) int {
+				slices.SortFunc(exact, func(a, b metrics.FlowKey) int {
 					if c := cmpUint(want[b].Bytes, want[a].Bytes); c != 0 {
 						return c
 					}
-					return compareKeys(a, b)
+					return a.Compare(b)
 				})
 				n := min(100, len(exact))
 				topExact := exact[:n]
@@ -209,7 +211,7 @@ func TestEngineMatchesSynthTruth(t *testing.T) {
 				}
 
 				// Elephants and jitter flows, from the exact rates.
-				var wantEle, wantJit []FlowKey
+				var wantEle, wantJit []metrics.FlowKey
 				for k, r := range rate {
 					if r >= elephant {
 						wantEle = append(wantEle, k)
@@ -224,11 +226,11 @@ func TestEngineMatchesSynthTruth(t *testing.T) {
 						wantJit = append(wantJit, k)
 					}
 				}
-				sortKeys := func(s []FlowKey) []FlowKey { slices.SortFunc(s, compareKeys); return s }
-				if diff := cmp.Diff(sortKeys(wantEle), sortKeys(g.elephants), addrEqual); diff != "" {
+				sortKeys := func(s []metrics.FlowKey) []metrics.FlowKey { slices.SortFunc(s, metrics.FlowKey.Compare); return s }
+				if diff := cmp.Diff(sortKeys(wantEle), sortKeys(g.elephants), cmp.Comparer(func(a, b decode.Addr) bool { return a == b })); diff != "" {
 					t.Errorf("window %d elephants (-truth +engine):\n%s", i, diff)
 				}
-				if diff := cmp.Diff(sortKeys(wantJit), sortKeys(g.jitter), addrEqual); diff != "" {
+				if diff := cmp.Diff(sortKeys(wantJit), sortKeys(g.jitter), cmp.Comparer(func(a, b decode.Addr) bool { return a == b })); diff != "" {
 					t.Errorf("window %d jitter flows (-truth +engine):\n%s", i, diff)
 				}
 				if i > 0 && len(wantJit) == 0 {
@@ -251,8 +253,8 @@ func cmpUint(a, b uint64) int {
 }
 
 // merged returns the union of the keys of two rate maps.
-func merged(a, b map[FlowKey]float64) map[FlowKey]bool {
-	m := make(map[FlowKey]bool, len(a)+len(b))
+func merged(a, b map[metrics.FlowKey]float64) map[metrics.FlowKey]bool {
+	m := make(map[metrics.FlowKey]bool, len(a)+len(b))
 	for k := range a {
 		m[k] = true
 	}

@@ -98,8 +98,11 @@ func mustNewWindow(cfg *Config) *Window {
 	return w
 }
 
-// index returns the window's index: its start divided by its length.
-func (w *Window) index() int64 { return w.Start / w.Length }
+// Index returns the window's index: its start divided by its length.
+func (w *Window) Index() int64 { return w.Start / w.Length }
+
+// Seed returns the flow hash seed of the window's sketches.
+func (w *Window) Seed() uint64 { return w.sketchConfig.Seed }
 
 // reset empties w for reuse as window start, keeping its memory.
 func (w *Window) reset(start, length int64) {
@@ -175,7 +178,7 @@ func (w *Window) rankFlows() {
 func (w *Window) Normalize() {
 	w.Flows = w.order.normalize(w.Flows)
 	slices.SortFunc(w.CM, func(a, b CMMessage) int {
-		if c := compareKeys(FlowKey{Src: a.Src, Dst: a.Dst}, FlowKey{Src: b.Src, Dst: b.Dst}); c != 0 {
+		if c := (FlowKey{Src: a.Src, Dst: a.Dst}).Compare(FlowKey{Src: b.Src, Dst: b.Dst}); c != 0 {
 			return c
 		}
 		return cmp.Or(cmp.Compare(a.AttrID, b.AttrID), cmp.Compare(a.LocalCommID, b.LocalCommID),

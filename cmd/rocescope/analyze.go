@@ -11,6 +11,9 @@ import (
 
 	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/metrics"
+	"github.com/rocescope/rocescope/metrics/export"
+	"github.com/rocescope/rocescope/metrics/report"
+	"github.com/rocescope/rocescope/metrics/state"
 )
 
 // analysis is one run of the engine with its outputs: what replay and
@@ -32,7 +35,7 @@ func (a *analysis) run(ctx context.Context, e *env, sources []capture.Source) (e
 		return usagef("%v", err)
 	}
 	ecfg := eng.Config()
-	reporter, err := metrics.NewReporter(&ecfg)
+	reporter, err := report.NewReporter(&ecfg)
 	if err != nil {
 		return err
 	}
@@ -41,16 +44,16 @@ func (a *analysis) run(ctx context.Context, e *env, sources []capture.Source) (e
 		return err
 	}
 	defer func() { err = errors.Join(err, closeSink()) }()
-	var states *metrics.StateWriter
+	var states *state.Writer
 	if a.opts.stateOut != "" {
-		if states, err = metrics.NewStateWriter(a.opts.stateOut, &ecfg); err != nil {
+		if states, err = state.NewWriter(a.opts.stateOut, &ecfg); err != nil {
 			return err
 		}
 		defer func() { err = errors.Join(err, states.Close()) }()
 	}
-	var prom *metrics.Prometheus
+	var prom *export.Prometheus
 	if a.opts.prometheus != "" {
-		if prom, err = metrics.ServePrometheus(listenAddr(a.opts.prometheus)); err != nil {
+		if prom, err = export.ServePrometheus(listenAddr(a.opts.prometheus)); err != nil {
 			return err
 		}
 		defer prom.Close()

@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/rocescope/rocescope/metrics"
+	"github.com/rocescope/rocescope/metrics/export"
 )
 
 // rate is a flag value in bits per second that accepts SI suffixes:
@@ -168,7 +169,7 @@ func (o *reportOptions) check() error {
 
 // sink opens the report output and returns the sink and a function that
 // flushes and closes it.
-func (o *reportOptions) sink(e *env) (metrics.Sink, func() error, error) {
+func (o *reportOptions) sink(e *env) (export.Sink, func() error, error) {
 	if o.format == "html" {
 		return o.htmlSink()
 	}
@@ -193,14 +194,14 @@ func (o *reportOptions) sink(e *env) (metrics.Sink, func() error, error) {
 			format = "table"
 		}
 	}
-	var s metrics.Sink
+	var s export.Sink
 	switch format {
 	case "jsonl", "json":
-		s = metrics.NewJSONLines(w)
+		s = export.NewJSONLines(w)
 	case "csv":
-		s = metrics.NewCSV(w)
+		s = export.NewCSV(w)
 	case "table":
-		s = metrics.NewTable(w)
+		s = export.NewTable(w)
 	default:
 		closeFn()
 		return nil, nil, usagef("--format %q: want jsonl, csv, table or html", format)

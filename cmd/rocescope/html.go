@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/rocescope/rocescope/metrics"
+	"github.com/rocescope/rocescope/metrics/export"
 	"github.com/rocescope/rocescope/metrics/export/html"
 )
 
@@ -15,7 +15,7 @@ func (o *reportOptions) checkHTML() error {
 
 // htmlSink returns the sink of --format html and the function that writes
 // the page when the run ends.
-func (o *reportOptions) htmlSink() (metrics.Sink, func() error, error) {
+func (o *reportOptions) htmlSink() (export.Sink, func() error, error) {
 	if err := o.checkHTML(); err != nil {
 		return nil, nil, err
 	}

@@ -15,6 +15,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rocescope/rocescope/metrics"
+	"github.com/rocescope/rocescope/metrics/export"
+	"github.com/rocescope/rocescope/metrics/report"
+	"github.com/rocescope/rocescope/metrics/state"
 )
 
 func mergeCommand() *command {
@@ -98,12 +101,12 @@ type merger struct {
 	e        *env
 	expect   []string // --hosts
 	timeout  time.Duration
-	merged   *metrics.Merger
+	merged   *state.Merger
 	first    map[int64]time.Time // when each pending window's first state arrived
 	hosts    map[string]bool     // every host seen
 	seen     map[string]bool     // state files read
-	reporter *metrics.Reporter
-	sink     metrics.Sink
+	reporter *report.Reporter
+	sink     export.Sink
 }
 
 func (m *merger) setup() (func() error, error) {
@@ -111,7 +114,7 @@ func (m *merger) setup() (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m.reporter, err = metrics.NewReporter(cfg); err != nil {
+	if m.reporter, err = report.NewReporter(cfg); err != nil {
 		return nil, usagef("%v", err)
 	}
 	sink, closeSink, err := m.opts.sink(m.e)
@@ -119,7 +122,7 @@ func (m *merger) setup() (func() error, error) {
 		return nil, err
 	}
 	m.sink = sink
-	m.merged = metrics.NewMerger()
+	m.merged = state.NewMerger()
 	m.first = make(map[int64]time.Time)
 	m.hosts = make(map[string]bool)
 	m.seen = make(map[string]bool)
@@ -139,7 +142,7 @@ func (m *merger) once(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	if len(files) == 0 {
-		return fmt.Errorf("no %s files in %s", metrics.StateExt, strings.Join(args, ", "))
+		return fmt.Errorf("no %s files in %s", state.Ext, strings.Join(args, ", "))
 	}
 	for _, f := range files {
 		if err := ctx.Err(); err != nil {
@@ -230,7 +233,7 @@ func stateFiles(args []string) ([]string, error) {
 			return nil, err
 		}
 		for _, de := range ents {
-			if !de.IsDir() && strings.HasSuffix(de.Name(), metrics.StateExt) {
+			if !de.IsDir() && strings.HasSuffix(de.Name(), state.Ext) {
 				files = append(files, filepath.Join(a, de.Name()))
 			}
 		}
@@ -249,7 +252,7 @@ func (m *merger) readFile(path string) error {
 		return err
 	}
 	defer f.Close()
-	sr := metrics.NewStateReader(f, path)
+	sr := state.NewReader(f, path)
 	n := 0
 	for {
 		w := m.merged.Spare()
@@ -262,7 +265,7 @@ func (m *merger) readFile(path string) error {
 		}
 		n++
 		switch err := m.merged.Add(path, w); {
-		case errors.Is(err, metrics.ErrLate):
+		case errors.Is(err, state.ErrLate):
 			fmt.Fprintf(m.e.stderr, "rocescope merge: %v: reports up to a later window are out (raise --timeout); state skipped\n", err)
 		case err != nil:
 			return err

@@ -25,6 +25,7 @@ import (
 	"github.com/rocescope/rocescope/capture/synth"
 	"github.com/rocescope/rocescope/decode"
 	"github.com/rocescope/rocescope/metrics"
+	"github.com/rocescope/rocescope/metrics/state"
 )
 
 // Rates for the synthetic traces of these tests: 200k frames over 3 s make
@@ -261,7 +262,7 @@ func TestMergeByConnectionEqualsOneHost(t *testing.T) {
 			}
 			// Host h2 loses its state of window 1: that window is merged from
 			// h0 and h1 alone, and its counters are the sum of theirs.
-			lost := filepath.Join(dirs[2], fmt.Sprintf("h2-%s%s", want[1]["window_start_ns"], metrics.StateExt))
+			lost := filepath.Join(dirs[2], fmt.Sprintf("h2-%s%s", want[1]["window_start_ns"], state.Ext))
 			if err := os.Remove(lost); err != nil {
 				t.Fatal(err)
 			}
@@ -409,7 +410,7 @@ func engineStates(t *testing.T, dir, trace string, cfg *metrics.Config) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	sw, err := metrics.NewStateWriter(dir, cfg)
+	sw, err := state.NewWriter(dir, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +422,7 @@ func engineStates(t *testing.T, dir, trace string, cfg *metrics.Config) {
 // stateFilesIn returns the state files of dir in name order.
 func stateFilesIn(t *testing.T, dir string) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*"+metrics.StateExt))
+	files, err := filepath.Glob(filepath.Join(dir, "*"+state.Ext))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no state files in %s (%v)", dir, err)
 	}
@@ -444,7 +445,7 @@ func TestStateOutDirectory(t *testing.T) {
 	mustRunInProcess(t, "replay", "--format", "jsonl", "--host", "cap-1", "--state-out", single, trace)
 	var want []string
 	for _, r := range parseReports(t, jsonl) {
-		want = append(want, fmt.Sprintf("cap-1-%s%s", r["window_start_ns"], metrics.StateExt))
+		want = append(want, fmt.Sprintf("cap-1-%s%s", r["window_start_ns"], state.Ext))
 	}
 	ents, err := os.ReadDir(states)
 	if err != nil {
@@ -462,21 +463,21 @@ func TestStateOutDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	all := metrics.NewStateReader(f, single)
+	all := state.NewReader(f, single)
 	for _, name := range got {
 		data, err := os.ReadFile(filepath.Join(states, name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		var w, fromFile metrics.Window
-		sr := metrics.NewStateReader(bytes.NewReader(data), name)
+		sr := state.NewReader(bytes.NewReader(data), name)
 		if err := sr.Next(&w); err != nil {
 			t.Fatal(err)
 		}
 		if err := sr.Next(new(metrics.Window)); err != io.EOF {
 			t.Errorf("%s: second state: %v, want io.EOF", name, err)
 		}
-		if got := fmt.Sprintf("cap-1-%d%s", w.Start, metrics.StateExt); got != name || !slices.Equal(w.Hosts, []string{"cap-1"}) {
+		if got := fmt.Sprintf("cap-1-%d%s", w.Start, state.Ext); got != name || !slices.Equal(w.Hosts, []string{"cap-1"}) {
 			t.Errorf("%s holds window %s of hosts %q", name, got, w.Hosts)
 		}
 		if err := all.Next(&fromFile); err != nil {
@@ -518,7 +519,7 @@ func TestMergeRejectsBadInput(t *testing.T) {
 	n := 0
 	write := func(data []byte) string {
 		n++
-		p := filepath.Join(dir, "z", fmt.Sprintf("bad%d%s", n, metrics.StateExt))
+		p := filepath.Join(dir, "z", fmt.Sprintf("bad%d%s", n, state.Ext))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}

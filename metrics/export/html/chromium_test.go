@@ -17,6 +17,7 @@ import (
 	"github.com/rocescope/rocescope/decode"
 	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/metrics/export/html"
+	"github.com/rocescope/rocescope/metrics/report"
 	"github.com/rocescope/rocescope/sketch"
 )
 
@@ -24,7 +25,7 @@ import (
 // whose top lists of 20 flows, taken in turn from a pool of flows, name
 // every flow of the pool; a tenth of the flows are elephants and some swing
 // in rate.
-func syntheticReport(i, pool int) *metrics.Report {
+func syntheticReport(i, pool int) *report.Report {
 	const start = int64(1_700_000_000) * 1e9
 	w := &metrics.Window{Start: start + int64(i)*1e9, Length: 1e9, Hosts: []string{"cap1", "cap2"}}
 	wave := 1 + math.Sin(float64(i)/300)
@@ -35,17 +36,17 @@ func syntheticReport(i, pool int) *metrics.Report {
 	w.Counters[metrics.CNP] = uint64(i % 97)
 	w.Counters[metrics.ECNCE] = uint64(i % 89)
 	w.Counters[metrics.Retransmits] = uint64(i % 13)
-	r := &metrics.Report{
+	r := &report.Report{
 		Window:      w,
 		Exact:       true,
 		Flows:       sketch.Estimate{Value: float64(pool), Method: sketch.MethodLinearCounting},
-		ReadLatency: metrics.LatencySummary{Count: 100, P50: 2e4 * wave, P90: 4e4 * wave, P99: 9e4 * wave, Max: 2e5 * wave},
-		AckLatency:  metrics.LatencySummary{Count: 100, P50: 1e4 * wave, P90: 3e4 * wave, P99: 6e4 * wave, Max: 1e5 * wave},
+		ReadLatency: report.LatencySummary{Count: 100, P50: 2e4 * wave, P90: 4e4 * wave, P99: 9e4 * wave, Max: 2e5 * wave},
+		AckLatency:  report.LatencySummary{Count: 100, P50: 1e4 * wave, P90: 3e4 * wave, P99: 6e4 * wave, Max: 1e5 * wave},
 	}
 	for k := range 20 {
 		id := (i*7 + k*(pool/20)) % pool
 		rate := float64(pool-id) * 2e6 * (1 + 0.5*math.Sin(float64(i+id)/50))
-		f := metrics.FlowReport{Rate: rate, PrevRate: rate * 0.8}
+		f := report.FlowReport{Rate: rate, PrevRate: rate * 0.8}
 		f.Key = metrics.FlowKey{Src: decode.AddrFrom4([4]byte{10, 0, byte(id >> 8), byte(id)}), Dst: decode.AddrFrom4([4]byte{10, 1, 0, byte(k)}), DQP: uint32(0x11 + id)}
 		f.SQP, f.SQPKnown = uint32(0x800+id), id%2 == 0
 		f.C[metrics.FlowBytes] = uint64(rate / 8)

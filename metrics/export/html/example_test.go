@@ -8,6 +8,7 @@ import (
 
 	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/metrics/export/html"
+	"github.com/rocescope/rocescope/metrics/report"
 )
 
 // A File is the sink of `--format html`: it takes the report of every
@@ -27,7 +28,7 @@ func ExampleFile() {
 	for i := range int64(3) {
 		w := &metrics.Window{Start: (1_700_000_000 + i) * 1e9, Length: 1e9, Hosts: []string{"cap1"}}
 		w.Counters[metrics.Packets] = uint64(1000 * (i + 1))
-		if err := sink.Write(&metrics.Report{Window: w}); err != nil {
+		if err := sink.Write(&report.Report{Window: w}); err != nil {
 			panic(err)
 		}
 	}

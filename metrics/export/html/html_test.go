@@ -18,7 +18,9 @@ import (
 	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/capture/file"
 	"github.com/rocescope/rocescope/metrics"
+	"github.com/rocescope/rocescope/metrics/export"
 	"github.com/rocescope/rocescope/metrics/export/html"
+	"github.com/rocescope/rocescope/metrics/report"
 )
 
 // demoPath is the project's demo trace.
@@ -39,12 +41,12 @@ func replay(t *testing.T, path string, window time.Duration, opts *html.Options)
 		t.Fatal(err)
 	}
 	cfg := eng.Config()
-	rp, err := metrics.NewReporter(&cfg)
+	rp, err := report.NewReporter(&cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var jl bytes.Buffer
-	sink := metrics.NewJSONLines(&jl)
+	sink := export.NewJSONLines(&jl)
 	p, err := html.NewPage(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -370,7 +372,7 @@ func TestPageHoldsTheJSONReportsFigures(t *testing.T) {
 		{"20ms windows in 2 points", 20 * time.Millisecond, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := &html.Options{Inputs: []string{demoPath}, ElephantRate: 1e7, JitterRate: 5e6, MaxPoints: tc.maxPoints, MaxFlows: 1 << 20}
+			opts := &html.Options{Inputs: []string{demoPath}, ElephantRate: 1e7, JitterRate: 1e6, MaxPoints: tc.maxPoints, MaxFlows: 1 << 20}
 			lines, page := replay(t, demoPath, tc.window, opts)
 			if len(lines) < 3 {
 				t.Fatalf("%d windows; the test needs several", len(lines))
@@ -401,7 +403,7 @@ func TestPageHoldsTheJSONReportsFigures(t *testing.T) {
 				Title: html.DefaultTitle, Inputs: []string{demoPath}, Hosts: hosts,
 				WindowNS: tc.window.Nanoseconds(), FirstWindow: lines[0]["window_start"].(string),
 				LastWindow: lines[len(lines)-1]["window_start"].(string), Windows: len(lines), ExactWindows: exact,
-				ElephantRate: 1e7, JitterRate: 5e6, PointWindows: width, X: x, N: n,
+				ElephantRate: 1e7, JitterRate: 1e6, PointWindows: width, X: x, N: n,
 			}, pageJSON{
 				Title: d.Title, Inputs: d.Inputs, Hosts: d.Hosts, WindowNS: d.WindowNS, FirstWindow: d.FirstWindow,
 				LastWindow: d.LastWindow, Windows: d.Windows, ExactWindows: d.ExactWindows,

@@ -4,21 +4,23 @@ import (
 	"math"
 
 	"github.com/rocescope/rocescope/metrics"
+	"github.com/rocescope/rocescope/metrics/export"
+	"github.com/rocescope/rocescope/metrics/report"
 )
 
 // This file is the only one that reads the metrics package's report: the
 // rest of the package works on the window type below.
 
-var _ metrics.Sink = (*File)(nil)
+var _ export.Sink = (*File)(nil)
 
 // Write adds the report of one window to the page; it keeps nothing of r
 // past the call, so the engine may reuse the window. Windows must come in
 // time order and have one length, else Write returns an error wrapping
 // [ErrOrder] and the page is unchanged.
-func (p *Page) Write(r *metrics.Report) error { return p.add(windowOf(r)) }
+func (p *Page) Write(r *report.Report) error { return p.add(windowOf(r)) }
 
 // Write adds the report of one window to the page the next Flush writes.
-func (f *File) Write(r *metrics.Report) error {
+func (f *File) Write(r *report.Report) error {
 	f.dirty = true
 	return f.page.Write(r)
 }
@@ -83,7 +85,7 @@ var reportCounters = []struct {
 }
 
 // windowOf returns what the page keeps of r.
-func windowOf(r *metrics.Report) window {
+func windowOf(r *report.Report) window {
 	w := r.Window
 	c := &w.Counters
 	out := window{
@@ -118,7 +120,7 @@ func windowOf(r *metrics.Report) window {
 	f.max[maxFlows] = math.Round(r.Flows.Value)
 	f.max[maxElephants] = float64(len(r.Elephants))
 	f.max[maxJitter] = float64(len(r.Jitter))
-	for i, l := range [2]metrics.LatencySummary{r.ReadLatency, r.AckLatency} {
+	for i, l := range [2]report.LatencySummary{r.ReadLatency, r.AckLatency} {
 		q := [4]float64{absent, absent, absent, absent}
 		if l.Count > 0 {
 			q = [4]float64{l.P50, l.P90, l.P99, l.Max}

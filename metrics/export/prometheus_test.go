@@ -1,6 +1,10 @@
-package metrics
+package export
 
 import (
+	"github.com/rocescope/rocescope/internal/enginetest"
+	"github.com/rocescope/rocescope/internal/testframes"
+	"github.com/rocescope/rocescope/metrics"
+	"github.com/rocescope/rocescope/metrics/report"
 	"io"
 	"net/http"
 	"regexp"
@@ -13,9 +17,9 @@ import (
 // reports and checks the counters a scraper reads, their names and that no
 // series carries a per-QP label.
 func TestPrometheusExposition(t *testing.T) {
-	tr := makeTestTrace()
-	cfg := &Config{Workers: 1, Host: "h"}
-	rp, err := NewReporter(cfg)
+	tr := testframes.Trace()
+	cfg := &metrics.Config{Workers: 1, Host: "h"}
+	rp, err := report.NewReporter(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,8 +28,8 @@ func TestPrometheusExposition(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	var want Counters
-	for _, w := range runEngine(t, cfg, &frameSource{frames: tr.frames, per: 5}) {
+	var want metrics.Counters
+	for _, w := range enginetest.Run(t, cfg, &testframes.Source{Frames: tr.Frames, Per: 5}) {
 		want.Add(&w.Counters)
 		p.Update(rp.Build(w))
 	}
@@ -58,9 +62,9 @@ func TestPrometheusExposition(t *testing.T) {
 		v, _ := strconv.ParseFloat(m[3], 64)
 		series[m[1]] = v
 	}
-	for name, c := range map[string]Counter{"rocescope_packets_total": Packets, "rocescope_bytes_total": Bytes,
-		"rocescope_roce_packets_total": RoCEPackets, "rocescope_cnp_total": CNP, "rocescope_naks_total": NAKs,
-		"rocescope_retransmits_total": Retransmits, "rocescope_psn_gaps_total": PSNGaps} {
+	for name, c := range map[string]metrics.Counter{"rocescope_packets_total": metrics.Packets, "rocescope_bytes_total": metrics.Bytes,
+		"rocescope_roce_packets_total": metrics.RoCEPackets, "rocescope_cnp_total": metrics.CNP, "rocescope_naks_total": metrics.NAKs,
+		"rocescope_retransmits_total": metrics.Retransmits, "rocescope_psn_gaps_total": metrics.PSNGaps} {
 		if got, ok := series[name]; !ok || got != float64(want[c]) {
 			t.Errorf("%s = %v (present %v), want %d", name, got, ok, want[c])
 		}

@@ -1,9 +1,11 @@
-package metrics
+package export
 
 import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/rocescope/rocescope/metrics"
+	"github.com/rocescope/rocescope/metrics/report"
 	"net"
 	"net/http"
 	"strconv"
@@ -20,8 +22,8 @@ import (
 // unbounded. Update and the HTTP handler may run concurrently.
 type Prometheus struct {
 	mu      sync.Mutex
-	totals  Counters
-	last    *Report
+	totals  metrics.Counters
+	last    *report.Report
 	windows uint64
 	// Elephant and jitter flows of the last window.
 	elephants, jitter int
@@ -54,12 +56,12 @@ func (p *Prometheus) Close() error {
 }
 
 // Update adds a window's report to the totals.
-func (p *Prometheus) Update(r *Report) {
+func (p *Prometheus) Update(r *report.Report) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.totals.Add(&r.Window.Counters)
 	p.windows++
-	p.last = &Report{Window: &Window{Start: r.Window.Start, Length: r.Window.Length}, Flows: r.Flows,
+	p.last = &report.Report{Window: &metrics.Window{Start: r.Window.Start, Length: r.Window.Length}, Flows: r.Flows,
 		ReadLatency: r.ReadLatency, AckLatency: r.AckLatency}
 	p.elephants, p.jitter = len(r.Elephants), len(r.Jitter)
 }
@@ -77,24 +79,26 @@ func (p *Prometheus) AppendText(b []byte) []byte {
 	metric := func(name, typ, help string) {
 		fmt.Fprintf(buf, "# HELP rocescope_%s %s\n# TYPE rocescope_%s %s\n", name, help, name, typ)
 	}
-	for c := Counter(0); c < numScalarCounter; c++ {
+	for c := metrics.Counter(0); c < metrics.Counter(metrics.NumScalar); c++ {
 		name := c.String() + "_total"
 		metric(name, "counter", "Total "+c.String()+" over all windows reported.")
 		fmt.Fprintf(buf, "rocescope_%s %d\n", name, p.totals[c])
 	}
 	metric("opcode_packets_total", "counter", "RoCE packets per BTH opcode.")
 	for op := range 256 {
-		if n := p.totals[opcodeBase+op]; n > 0 {
+		if n := p.totals.Opcode(uint8(op)); n > 0 {
 			fmt.Fprintf(buf, "rocescope_opcode_packets_total{opcode=\"%d\",name=%q} %d\n", op, decode.Opcode(op).String(), n)
 		}
 	}
 	metric("pfc_frames_total", "counter", "PFC frames enabling pause per priority.")
 	for prio := range 8 {
-		fmt.Fprintf(buf, "rocescope_pfc_frames_total{priority=\"%d\"} %d\n", prio, p.totals[pfcFrameBase+prio])
+		frames, _ := p.totals.PFC(prio)
+		fmt.Fprintf(buf, "rocescope_pfc_frames_total{priority=\"%d\"} %d\n", prio, frames)
 	}
 	metric("pfc_quanta_total", "counter", "PFC pause quanta per priority.")
 	for prio := range 8 {
-		fmt.Fprintf(buf, "rocescope_pfc_quanta_total{priority=\"%d\"} %d\n", prio, p.totals[pfcQuantaBase+prio])
+		_, quanta := p.totals.PFC(prio)
+		fmt.Fprintf(buf, "rocescope_pfc_quanta_total{priority=\"%d\"} %d\n", prio, quanta)
 	}
 	metric("windows_total", "counter", "Windows reported.")
 	fmt.Fprintf(buf, "rocescope_windows_total %d\n", p.windows)
@@ -109,7 +113,7 @@ func (p *Prometheus) AppendText(b []byte) []byte {
 		fmt.Fprintf(buf, "rocescope_jitter_flows %d\n", p.jitter)
 		for _, l := range []struct {
 			name string
-			s    LatencySummary
+			s    report.LatencySummary
 		}{{"read_latency_seconds", r.ReadLatency}, {"ack_latency_seconds", r.AckLatency}} {
 			metric(l.name, "gauge", "Latency at the mirror point in the last window, by quantile.")
 			for _, q := range []struct {

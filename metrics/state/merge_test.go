@@ -1,27 +1,30 @@
-package metrics
+package state
 
 import (
 	"bytes"
 	"errors"
+	"github.com/rocescope/rocescope/internal/enginetest"
+	"github.com/rocescope/rocescope/internal/testframes"
+	"github.com/rocescope/rocescope/metrics"
 	"slices"
 	"strings"
 	"testing"
 )
 
 // hostWindows runs the engine as host over frames and returns its windows.
-func hostWindows(t *testing.T, host string, part int, cfg *Config) []*Window {
+func hostWindows(t *testing.T, host string, part int, cfg *metrics.Config) []*metrics.Window {
 	t.Helper()
 	c := *cfg
 	c.Host = host
-	return runEngine(t, &c, &frameSource{frames: splitByConnection(makeTestTrace().frames, 2)[part], per: 5})
+	return enginetest.Run(t, &c, &testframes.Source{Frames: testframes.SplitByConnection(testframes.Trace().Frames, 2)[part], Per: 5})
 }
 
 // TestMergerAlignsHosts adds two hosts' windows in a scrambled order and
 // takes them back in time order, each merged from the hosts that had it,
 // equal to merging the windows by hand with Window.Merge.
 func TestMergerAlignsHosts(t *testing.T) {
-	a := hostWindows(t, "a", 0, &Config{Workers: 1})
-	b := hostWindows(t, "b", 1, &Config{Workers: 1})
+	a := hostWindows(t, "a", 0, &metrics.Config{Workers: 1})
+	b := hostWindows(t, "b", 1, &metrics.Config{Workers: 1})
 	if len(a) < 2 || len(b) < 2 {
 		t.Fatalf("hosts have %d and %d windows, want at least 2 each", len(a), len(b))
 	}
@@ -32,7 +35,7 @@ func TestMergerAlignsHosts(t *testing.T) {
 	wantHosts := map[int64][]string{}
 	for _, w := range a {
 		enc := encodeWindow(t, w)
-		var x Window
+		var x metrics.Window
 		if err := x.UnmarshalBinary(enc); err != nil {
 			t.Fatal(err)
 		}
@@ -79,23 +82,23 @@ func TestMergerAlignsHosts(t *testing.T) {
 // TestMergerRefuses checks every state the Merger must not merge: each
 // error wraps its sentinel, names the source, and merges nothing.
 func TestMergerRefuses(t *testing.T) {
-	a := hostWindows(t, "a", 0, &Config{Workers: 1})
-	fresh := func(host string) *Window {
-		w := hostWindows(t, host, 0, &Config{Workers: 1})[0]
+	a := hostWindows(t, "a", 0, &metrics.Config{Workers: 1})
+	fresh := func(host string) *metrics.Window {
+		w := hostWindows(t, host, 0, &metrics.Config{Workers: 1})[0]
 		return w
 	}
 	for _, tc := range []struct {
 		name   string
-		second func() *Window
+		second func() *metrics.Window
 		want   error
 	}{
-		{"same host twice", func() *Window { return fresh("a") }, ErrDuplicate},
-		{"host among others twice", func() *Window { w := fresh("a"); w.Hosts = []string{"a", "c"}; return w }, ErrDuplicate},
-		{"no host", func() *Window { w := fresh("b"); w.Hosts = nil; return w }, ErrState},
-		{"host listed twice", func() *Window { w := fresh("b"); w.Hosts = []string{"b", "b"}; return w }, ErrState},
-		{"hosts out of order", func() *Window { w := fresh("b"); w.Hosts = []string{"c", "b"}; return w }, ErrState},
-		{"window length", func() *Window { w := fresh("b"); w.Length *= 2; w.Start -= w.Start % w.Length; return w }, ErrMismatch},
-		{"sketch seed", func() *Window { return hostWindows(t, "b", 0, &Config{Workers: 1, Seed: 7})[0] }, ErrMismatch},
+		{"same host twice", func() *metrics.Window { return fresh("a") }, ErrDuplicate},
+		{"host among others twice", func() *metrics.Window { w := fresh("a"); w.Hosts = []string{"a", "c"}; return w }, ErrDuplicate},
+		{"no host", func() *metrics.Window { w := fresh("b"); w.Hosts = nil; return w }, metrics.ErrState},
+		{"host listed twice", func() *metrics.Window { w := fresh("b"); w.Hosts = []string{"b", "b"}; return w }, metrics.ErrState},
+		{"hosts out of order", func() *metrics.Window { w := fresh("b"); w.Hosts = []string{"c", "b"}; return w }, metrics.ErrState},
+		{"window length", func() *metrics.Window { w := fresh("b"); w.Length *= 2; w.Start -= w.Start % w.Length; return w }, metrics.ErrMismatch},
+		{"sketch seed", func() *metrics.Window { return hostWindows(t, "b", 0, &metrics.Config{Workers: 1, Seed: 7})[0] }, metrics.ErrMismatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := NewMerger()
@@ -128,4 +131,14 @@ func TestMergerRefuses(t *testing.T) {
 			t.Errorf("the late state disturbed the pending windows: took %v", w)
 		}
 	})
+}
+
+// encodeWindow returns the state encoding of w.
+func encodeWindow(tb testing.TB, w *metrics.Window) []byte {
+	tb.Helper()
+	b, err := w.AppendBinary(nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
 }

@@ -1,8 +1,10 @@
-package metrics
+package export
 
 import (
 	"bufio"
 	"fmt"
+	"github.com/rocescope/rocescope/metrics"
+	"github.com/rocescope/rocescope/metrics/report"
 	"io"
 	"math"
 	"strconv"
@@ -15,14 +17,14 @@ import (
 // Sink writes reports somewhere.
 type Sink interface {
 	// Write writes one window's report.
-	Write(r *Report) error
+	Write(r *report.Report) error
 	// Flush writes out anything buffered.
 	Flush() error
 }
 
 // AppendJSON appends the report as one JSON object (no newline), with the
 // keys of the report contract in DESIGN.md.
-func (r *Report) AppendJSON(b []byte) []byte {
+func AppendJSON(b []byte, r *report.Report) []byte {
 	w := r.Window
 	o := openObject(b)
 	o.int("window_start_ns", w.Start)
@@ -38,7 +40,7 @@ func (r *Report) AppendJSON(b []byte) []byte {
 		o.b = appendJSONString(o.b, h)
 	}
 	o.b = append(o.b, ']')
-	for c := Counter(0); c < numScalarCounter; c++ {
+	for c := metrics.Counter(0); c < metrics.Counter(metrics.NumScalar); c++ {
 		o.uint(c.String(), w.Counters[c])
 	}
 	o.uint("cnp_unattributed", r.CNPUnattributed)
@@ -48,11 +50,11 @@ func (r *Report) AppendJSON(b []byte) []byte {
 	o.uint("flows_tracked", uint64(len(w.Flows)))
 	o.bool("exact", r.Exact)
 	o.key("opcodes")
-	o.b = appendSparse(o.b, w.Counters[opcodeBase:opcodeBase+256], nil)
+	o.b = appendSparse(o.b, w.Counters.Opcodes(), nil)
 	o.key("nak_codes")
-	o.b = appendSparse(o.b, w.Counters[nakCodeBase:nakCodeBase+32], nil)
+	o.b = appendSparse(o.b, w.Counters.NAKCodes(), nil)
 	o.key("decode_errors")
-	o.b = appendSparse(o.b, w.Counters[errorBase:errorBase+256], func(i int) string { return decode.Error(i).Error() })
+	o.b = appendSparse(o.b, w.Counters.DecodeErrorCodes(), func(i int) string { return decode.Error(i).Error() })
 	o.key("pfc")
 	pfc := openObject(o.b)
 	for p := range 8 {
@@ -66,12 +68,12 @@ func (r *Report) AppendJSON(b []byte) []byte {
 	}
 	o.b = pfc.close()
 	o.key("read_latency_ns")
-	o.b = r.ReadLatency.appendJSON(o.b)
+	o.b = appendLatency(o.b, r.ReadLatency)
 	o.key("ack_latency_ns")
-	o.b = r.AckLatency.appendJSON(o.b)
+	o.b = appendLatency(o.b, r.AckLatency)
 	for _, l := range []struct {
 		name  string
-		flows []FlowReport
+		flows []report.FlowReport
 	}{{"top_flows", r.Top}, {"elephants", r.Elephants}, {"jitter", r.Jitter}, {"flows_all", r.All}} {
 		if l.flows == nil && l.name == "flows_all" {
 			continue
@@ -82,7 +84,7 @@ func (r *Report) AppendJSON(b []byte) []byte {
 			if i > 0 {
 				o.b = append(o.b, ',')
 			}
-			o.b = l.flows[i].AppendJSON(o.b)
+			o.b = AppendFlowJSON(o.b, &l.flows[i])
 		}
 		o.b = append(o.b, ']')
 	}
@@ -115,7 +117,7 @@ func appendSparse(b []byte, counts []uint64, name func(int) string) []byte {
 	return o.close()
 }
 
-func (l LatencySummary) appendJSON(b []byte) []byte {
+func appendLatency(b []byte, l report.LatencySummary) []byte {
 	o := openObject(b)
 	o.uint("count", l.Count)
 	if l.Count > 0 {
@@ -128,9 +130,9 @@ func (l LatencySummary) appendJSON(b []byte) []byte {
 	return o.close()
 }
 
-// AppendJSON appends the flow as a JSON object with the flow keys of the
+// AppendFlowJSON appends the flow as a JSON object with the flow keys of the
 // report contract.
-func (f *FlowReport) AppendJSON(b []byte) []byte {
+func AppendFlowJSON(b []byte, f *report.FlowReport) []byte {
 	o := openObject(b)
 	o.text("src", f.Key.Src.AppendTo)
 	o.text("dst", f.Key.Dst.AppendTo)
@@ -148,14 +150,14 @@ func (f *FlowReport) AppendJSON(b []byte) []byte {
 	if f.Estimated {
 		o.bool("estimated", true)
 	}
-	for c := FlowCounter(0); c < numFlowCounters; c++ {
+	for c := metrics.FlowCounter(0); c < metrics.FlowCounter(metrics.NumFlowCounters); c++ {
 		o.uint(c.String(), f.C[c])
 	}
-	if n := f.C[FlowReadLatencyCount]; n > 0 {
-		o.float("read_latency_mean_ns", float64(f.C[FlowReadLatencySum])/float64(n))
+	if n := f.C[metrics.FlowReadLatencyCount]; n > 0 {
+		o.float("read_latency_mean_ns", float64(f.C[metrics.FlowReadLatencySum])/float64(n))
 	}
-	if n := f.C[FlowAckLatencyCount]; n > 0 {
-		o.float("ack_latency_mean_ns", float64(f.C[FlowAckLatencySum])/float64(n))
+	if n := f.C[metrics.FlowAckLatencyCount]; n > 0 {
+		o.float("ack_latency_mean_ns", float64(f.C[metrics.FlowAckLatencySum])/float64(n))
 	}
 	o.key("opcodes")
 	ops := openObject(o.b)
@@ -182,8 +184,8 @@ type JSONLines struct {
 func NewJSONLines(w io.Writer) *JSONLines { return &JSONLines{w: bufio.NewWriter(w)} }
 
 // Write implements Sink.
-func (j *JSONLines) Write(r *Report) error {
-	j.buf = append(r.AppendJSON(j.buf[:0]), '\n')
+func (j *JSONLines) Write(r *report.Report) error {
+	j.buf = append(AppendJSON(j.buf[:0], r), '\n')
 	_, err := j.w.Write(j.buf)
 	return err
 }
@@ -203,18 +205,18 @@ type CSV struct {
 func NewCSV(w io.Writer) *CSV { return &CSV{w: bufio.NewWriter(w)} }
 
 // Write implements Sink.
-func (c *CSV) Write(r *Report) error {
+func (c *CSV) Write(r *report.Report) error {
 	b := c.buf[:0]
 	if !c.header {
 		c.header = true
 		b = append(b, "window_start_ns,window_ns,host,src,dst,dqp,sqp,sport,rate_bps,prev_rate_bps,elephant,jitter,estimated"...)
-		for fc := FlowCounter(0); fc < numFlowCounters; fc++ {
+		for fc := metrics.FlowCounter(0); fc < metrics.FlowCounter(metrics.NumFlowCounters); fc++ {
 			b = append(append(b, ','), fc.String()...)
 		}
 		b = append(b, '\n')
 	}
 	host := strings.Join(r.Window.Hosts, " ")
-	for _, f := range r.csvFlows() {
+	for _, f := range csvFlows(r) {
 		b = strconv.AppendInt(b, r.Window.Start, 10)
 		b = strconv.AppendInt(append(b, ','), r.Window.Length, 10)
 		b = appendCSVField(append(b, ','), host)
@@ -231,7 +233,7 @@ func (c *CSV) Write(r *Report) error {
 		b = strconv.AppendBool(append(b, ','), f.Elephant)
 		b = strconv.AppendBool(append(b, ','), f.Jitter)
 		b = strconv.AppendBool(append(b, ','), f.Estimated)
-		for fc := FlowCounter(0); fc < numFlowCounters; fc++ {
+		for fc := metrics.FlowCounter(0); fc < metrics.FlowCounter(metrics.NumFlowCounters); fc++ {
 			b = strconv.AppendUint(append(b, ','), f.C[fc], 10)
 		}
 		b = append(b, '\n')
@@ -245,17 +247,17 @@ func (c *CSV) Write(r *Report) error {
 func (c *CSV) Flush() error { return c.w.Flush() }
 
 // csvFlows returns the flows a CSV row is written for, each once.
-func (r *Report) csvFlows() []*FlowReport {
+func csvFlows(r *report.Report) []*report.FlowReport {
 	if r.All != nil {
-		out := make([]*FlowReport, len(r.All))
+		out := make([]*report.FlowReport, len(r.All))
 		for i := range r.All {
 			out[i] = &r.All[i]
 		}
 		return out
 	}
-	var out []*FlowReport
-	seen := make(map[FlowKey]bool)
-	for _, l := range [][]FlowReport{r.Top, r.Elephants, r.Jitter} {
+	var out []*report.FlowReport
+	seen := make(map[metrics.FlowKey]bool)
+	for _, l := range [][]report.FlowReport{r.Top, r.Elephants, r.Jitter} {
 		for i := range l {
 			if !seen[l[i].Key] {
 				seen[l[i].Key] = true
@@ -283,19 +285,19 @@ type Table struct {
 func NewTable(w io.Writer) *Table { return &Table{w: bufio.NewWriter(w)} }
 
 // Write implements Sink.
-func (t *Table) Write(r *Report) error {
+func (t *Table) Write(r *report.Report) error {
 	w := r.Window
 	c := &w.Counters
 	p := func(format string, a ...any) { fmt.Fprintf(t.w, format, a...) }
 	p("window %s  %v  host %s\n", time.Unix(0, w.Start).UTC().Format(time.RFC3339Nano), time.Duration(w.Length), strings.Join(w.Hosts, ","))
 	p("  packets %d (%s)  roce %d  other %d  malformed %d  truncated %d  late %d  kernel drops %d\n",
-		c[Packets], humanBytes(c[Bytes]), c[RoCEPackets], c[OtherPackets], c[MalformedPackets], c[TruncatedPackets], c[LatePackets], c[KernelDrops])
+		c[metrics.Packets], humanBytes(c[metrics.Bytes]), c[metrics.RoCEPackets], c[metrics.OtherPackets], c[metrics.MalformedPackets], c[metrics.TruncatedPackets], c[metrics.LatePackets], c[metrics.KernelDrops])
 	p("  flows ~%.0f (%s, ±%.2g%%)  tracked %d  exact %v  messages %d\n",
-		r.Flows.Value, r.Flows.Method, 100*r.Flows.RelErr, len(w.Flows), r.Exact, c[Messages])
+		r.Flows.Value, r.Flows.Method, 100*r.Flows.RelErr, len(w.Flows), r.Exact, c[metrics.Messages])
 	p("  congestion: CNP %d  ECN-CE %d  FECN %d  BECN %d  PFC %d  pause %d\n",
-		c[CNP], c[ECNCE], c[FECN], c[BECN], sumRange(c[pfcFrameBase:pfcFrameBase+8]), c[PauseFrames])
+		c[metrics.CNP], c[metrics.ECNCE], c[metrics.FECN], c[metrics.BECN], pfcFrames(c), c[metrics.PauseFrames])
 	p("  transport: ACK %d  NAK %d  RNR NAK %d  retransmits %d  PSN gaps %d  out of order %d\n",
-		c[Acks], c[NAKs], c[RNRNAKs], c[Retransmits], c[PSNGaps], c[OutOfOrder])
+		c[metrics.Acks], c[metrics.NAKs], c[metrics.RNRNAKs], c[metrics.Retransmits], c[metrics.PSNGaps], c[metrics.OutOfOrder])
 	if l := r.ReadLatency; l.Count > 0 {
 		p("  READ latency: n %d  p50 %v  p99 %v  max %v\n", l.Count, ns(l.P50), ns(l.P99), ns(l.Max))
 	}
@@ -304,7 +306,7 @@ func (t *Table) Write(r *Report) error {
 	}
 	p("  opcodes:")
 	for op := range 256 {
-		if n := c[opcodeBase+op]; n > 0 {
+		if n := c.Opcode(uint8(op)); n > 0 {
 			p(" %s=%d", decode.Opcode(op), n)
 		}
 	}
@@ -321,12 +323,12 @@ func (t *Table) Write(r *Report) error {
 			for _, x := range []struct {
 				on   bool
 				name string
-			}{{f.Elephant, "elephant"}, {f.Jitter, "jitter"}, {f.Estimated, "estimated"}, {f.C[FlowCNP] > 0, "cnp"}, {f.C[FlowRetransmits] > 0, "retrans"}} {
+			}{{f.Elephant, "elephant"}, {f.Jitter, "jitter"}, {f.Estimated, "estimated"}, {f.C[metrics.FlowCNP] > 0, "cnp"}, {f.C[metrics.FlowRetransmits] > 0, "retrans"}} {
 				if x.on {
 					flags = append(flags, x.name)
 				}
 			}
-			p("  %-40s %-40s %8d %8s %12s %10s %s\n", f.Key.Src, f.Key.Dst, f.Key.DQP, sqp, humanBytes(f.C[FlowBytes]), humanRate(f.Rate), strings.Join(flags, ","))
+			p("  %-40s %-40s %8d %8s %12s %10s %s\n", f.Key.Src, f.Key.Dst, f.Key.DQP, sqp, humanBytes(f.C[metrics.FlowBytes]), humanRate(f.Rate), strings.Join(flags, ","))
 		}
 	}
 	if len(r.Jitter) > 0 {
@@ -339,11 +341,13 @@ func (t *Table) Write(r *Report) error {
 // Flush implements Sink.
 func (t *Table) Flush() error { return t.w.Flush() }
 
-func sumRange(v []uint64) (s uint64) {
-	for _, x := range v {
-		s += x
+// pfcFrames returns the PFC frames over every priority.
+func pfcFrames(c *metrics.Counters) (n uint64) {
+	for p := range 8 {
+		f, _ := c.PFC(p)
+		n += f
 	}
-	return s
+	return n
 }
 
 func ns(v float64) time.Duration { return time.Duration(v) }

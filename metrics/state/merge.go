@@ -1,14 +1,15 @@
-package metrics
+package state
 
 import (
 	"errors"
 	"fmt"
+	"github.com/rocescope/rocescope/metrics"
 	"maps"
 	"slices"
 	"time"
 )
 
-// Errors of [Merger.Add], besides [ErrMismatch] and [ErrState].
+// Errors of [Merger.Add], besides [metrics.ErrMismatch] and [metrics.ErrState].
 var (
 	// ErrDuplicate: a host delivered the same window twice.
 	ErrDuplicate = errors.New("host delivered the window twice")
@@ -28,13 +29,13 @@ type Merger struct {
 	length   int64  // window length of the first state
 	lengthOf string // where the first state came from
 	pending  map[int64]*mergeWindow
-	taken    int64     // start of the newest window taken
-	spare    []*Window // windows merged into others, to decode into again
+	taken    int64             // start of the newest window taken
+	spare    []*metrics.Window // windows merged into others, to decode into again
 }
 
 // mergeWindow is a window being merged and where its states came from.
 type mergeWindow struct {
-	w    *Window
+	w    *metrics.Window
 	from map[string]string // host → source that delivered it
 }
 
@@ -47,16 +48,16 @@ func NewMerger() *Merger {
 // pending window of its start. The Merger owns w afterwards: the caller may
 // read it until its next call of Spare. On error
 // nothing is merged and the error names src and the window.
-func (m *Merger) Add(src string, w *Window) error {
+func (m *Merger) Add(src string, w *metrics.Window) error {
 	at := func() string { return time.Unix(0, w.Start).UTC().Format(time.RFC3339Nano) }
 	switch {
 	case m.length != 0 && w.Length != m.length:
-		return fmt.Errorf("metrics: %s: window %s: length %v differs from %v in %s: %w",
-			src, at(), time.Duration(w.Length), time.Duration(m.length), m.lengthOf, ErrMismatch)
+		return fmt.Errorf("state: %s: window %s: length %v differs from %v in %s: %w",
+			src, at(), time.Duration(w.Length), time.Duration(m.length), m.lengthOf, metrics.ErrMismatch)
 	case !sortedDistinct(w.Hosts):
-		return fmt.Errorf("metrics: %s: window %s: hosts %q are not a sorted list of distinct names: %w", src, at(), w.Hosts, ErrState)
+		return fmt.Errorf("state: %s: window %s: hosts %q are not a sorted list of distinct names: %w", src, at(), w.Hosts, metrics.ErrState)
 	case w.Start <= m.taken:
-		return fmt.Errorf("metrics: %s: window %s of %s: %w", src, at(), w.Hosts, ErrLate)
+		return fmt.Errorf("state: %s: window %s of %s: %w", src, at(), w.Hosts, ErrLate)
 	}
 	if m.length == 0 {
 		m.length, m.lengthOf = w.Length, src
@@ -68,11 +69,11 @@ func (m *Merger) Add(src string, w *Window) error {
 	} else {
 		for _, h := range w.Hosts {
 			if prev, dup := p.from[h]; dup {
-				return fmt.Errorf("metrics: %s: window %s: host %s already delivered it in %s: %w", src, at(), h, prev, ErrDuplicate)
+				return fmt.Errorf("state: %s: window %s: host %s already delivered it in %s: %w", src, at(), h, prev, ErrDuplicate)
 			}
 		}
 		if err := p.w.Merge(w); err != nil {
-			return fmt.Errorf("metrics: %s: %w", src, err)
+			return fmt.Errorf("state: %s: %w", src, err)
 		}
 	}
 	for _, h := range w.Hosts {
@@ -88,15 +89,15 @@ func (m *Merger) Add(src string, w *Window) error {
 const maxSpare = 4
 
 // Spare returns a window to decode the next state into with a
-// [StateReader]: one whose state an Add merged into another window (its
+// [Reader]: one whose state an Add merged into another window (its
 // sketches are reused), or a new one. Its contents are undefined.
-func (m *Merger) Spare() *Window {
+func (m *Merger) Spare() *metrics.Window {
 	if n := len(m.spare); n > 0 {
 		w := m.spare[n-1]
 		m.spare = m.spare[:n-1]
 		return w
 	}
-	return new(Window)
+	return new(metrics.Window)
 }
 
 // sortedDistinct reports whether hosts is a non-empty, strictly increasing
@@ -129,7 +130,7 @@ func (m *Merger) Has(start int64, host string) bool {
 // Take removes the oldest pending window and returns it normalized, or nil
 // if none is pending. A later Add of a window at or before it fails with
 // [ErrLate]: the reports built from taken windows cannot change any more.
-func (m *Merger) Take() *Window {
+func (m *Merger) Take() *metrics.Window {
 	if len(m.pending) == 0 {
 		return nil
 	}

@@ -1,7 +1,8 @@
-package metrics
+package report
 
 import (
 	"cmp"
+	"github.com/rocescope/rocescope/metrics"
 	"slices"
 	"time"
 
@@ -11,15 +12,15 @@ import (
 
 // Report is what rocescope says about one window: the window's exact
 // counters, its flow estimates and the flows worth naming. It is built from
-// a merged [Window] by a [Reporter] and written by the exporters.
+// a merged [metrics.Window] by a [Reporter] and written by the exporters.
 type Report struct {
-	Window    *Window         // the state the report was built from
+	Window    *metrics.Window // the state the report was built from
 	Flows     sketch.Estimate // distinct flows, estimated
 	Exact     bool            // every flow was held by the QP tables: per-flow figures are exact
 	Top       []FlowReport    // largest flows by bytes, largest first
 	Elephants []FlowReport    // flows with rate ≥ the elephant rate, fastest first
 	Jitter    []FlowReport    // elephants of this or the previous window whose rate changed by ≥ the jitter rate
-	All       []FlowReport    // every flow, by key (with Config.Exact)
+	All       []FlowReport    // every flow, by key (with metrics.Config.Exact)
 
 	// CNPUnattributed counts CNPs whose throttled flow is unknown (its
 	// source QP was never learned, or it sent nothing in this window).
@@ -34,7 +35,7 @@ type Report struct {
 
 // FlowReport is one flow of a report.
 type FlowReport struct {
-	FlowRecord
+	metrics.FlowRecord
 	Rate      float64 // bits/s over the window
 	PrevRate  float64 // bits/s over the previous window
 	Elephant  bool
@@ -64,8 +65,9 @@ type SketchError struct {
 // without copying them: only the flows a report names (top, elephants,
 // jitter; all of them with Config.Exact) become [FlowReport]s.
 type Reporter struct {
-	cfg      Config
-	prevIdx  int64
+	cfg      metrics.Config
+	prevIdx  int64 // index of the last window built, when built
+	built    bool
 	prev     []flowRate // previous window's flows, in canonical order
 	cur      []flowRate
 	pairs    map[qpEnd]pairing
@@ -78,7 +80,7 @@ type Reporter struct {
 // flowRate is a flow's rate in a window.
 type flowRate struct {
 	hash uint64
-	key  FlowKey
+	key  metrics.FlowKey
 	rate float64
 }
 
@@ -106,14 +108,13 @@ type cmReqKey struct {
 }
 
 // NewReporter returns a reporter for windows made with cfg.
-func NewReporter(cfg *Config) (*Reporter, error) {
-	c, err := cfg.withDefaults()
+func NewReporter(cfg *metrics.Config) (*Reporter, error) {
+	c, err := cfg.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
 	return &Reporter{
 		cfg:      c,
-		prevIdx:  noWindow,
 		pairs:    make(map[qpEnd]pairing),
 		cmReq:    make(map[cmReqKey]pairing),
 		cnp:      make(map[int32]uint64),
@@ -129,7 +130,7 @@ const (
 
 // learn records the QP pairs a window shows: from CM REQ/REP exchanges and
 // from flows whose source QP the engine learned.
-func (rp *Reporter) learn(w *Window) {
+func (rp *Reporter) learn(w *metrics.Window) {
 	for _, m := range w.CM {
 		switch m.AttrID {
 		case cmConnectRequest:
@@ -194,16 +195,16 @@ func forget[K comparable](m map[K]pairing, before int64) {
 
 // Build returns the report of w, a normalized window, which must follow
 // the previously built one in time. The report's lists are its own.
-func (rp *Reporter) Build(w *Window) *Report {
-	rp.now = w.index()
+func (rp *Reporter) Build(w *metrics.Window) *Report {
+	rp.now = w.Index()
 	rp.learn(w)
 	r := &Report{Window: w, Flows: w.Distinct.Estimate()}
-	r.Exact = w.Counters[UntrackedPackets] == 0
+	r.Exact = w.Counters[metrics.UntrackedPackets] == 0
 	secs := float64(w.Length) / 1e9
-	idx := w.index()
+	idx := w.Index()
 	// A flow's rate is compared with the previous window's only when
 	// there is one: the first window of a run has no jitter.
-	hasPrev := rp.prevIdx == idx-1
+	hasPrev := rp.built && rp.prevIdx == idx-1
 	if !hasPrev {
 		rp.prev = rp.prev[:0]
 	}
@@ -217,18 +218,18 @@ func (rp *Reporter) Build(w *Window) *Report {
 	j := 0
 	for i := range flows {
 		f := &flows[i]
-		rate := float64(f.C[FlowBytes]) * 8 / secs
+		rate := float64(f.C[metrics.FlowBytes]) * 8 / secs
 		prev := 0.0
 		for ; j < len(rp.prev) && compareRate(&rp.prev[j], f) < 0; j++ {
 			if p := &rp.prev[j]; rp.isJitter(0, p.rate) {
-				r.Jitter = append(r.Jitter, FlowReport{FlowRecord: FlowRecord{Key: p.key}, PrevRate: p.rate, Jitter: true})
+				r.Jitter = append(r.Jitter, FlowReport{FlowRecord: metrics.FlowRecord{Key: p.key}, PrevRate: p.rate, Jitter: true})
 			}
 		}
 		if j < len(rp.prev) && rp.prev[j].key == f.Key {
 			prev = rp.prev[j].rate
 			j++
 		}
-		rp.cur = append(rp.cur, flowRate{f.hash, f.Key, rate})
+		rp.cur = append(rp.cur, flowRate{f.Hash(), f.Key, rate})
 		top.offer(int32(i))
 		if rate >= rp.cfg.ElephantRate {
 			elephants = append(elephants, int32(i))
@@ -239,7 +240,7 @@ func (rp *Reporter) Build(w *Window) *Report {
 	}
 	for ; j < len(rp.prev); j++ { // elephants of the previous window that fell silent
 		if p := &rp.prev[j]; rp.isJitter(0, p.rate) {
-			r.Jitter = append(r.Jitter, FlowReport{FlowRecord: FlowRecord{Key: p.key}, PrevRate: p.rate, Jitter: true})
+			r.Jitter = append(r.Jitter, FlowReport{FlowRecord: metrics.FlowRecord{Key: p.key}, PrevRate: p.rate, Jitter: true})
 		}
 	}
 	vanished := r.Jitter
@@ -262,28 +263,28 @@ func (rp *Reporter) Build(w *Window) *Report {
 	r.ReadLatency = summarize(w.ReadLatency)
 	r.AckLatency = summarize(w.AckLatency)
 	rp.prev, rp.cur = rp.cur, rp.prev
-	rp.prevIdx = idx
+	rp.prevIdx, rp.built = idx, true
 	return r
 }
 
 // compareRate orders a previous window's flow against a record, in the
 // canonical order of flow lists.
-func compareRate(p *flowRate, f *FlowRecord) int {
-	if p.hash != f.hash {
-		return cmp.Compare(p.hash, f.hash)
+func compareRate(p *flowRate, f *metrics.FlowRecord) int {
+	if h := f.Hash(); p.hash != h {
+		return cmp.Compare(p.hash, h)
 	}
-	return compareKeys(p.key, f.Key)
+	return p.key.Compare(f.Key)
 }
 
 // flowReport returns the report of flow i of w: its record with the source
 // QP the learned pairs give, the CNPs attributed to it, its rates and marks.
-func (rp *Reporter) flowReport(w *Window, i int32, secs float64, hasPrev bool) FlowReport {
+func (rp *Reporter) flowReport(w *metrics.Window, i int32, secs float64, hasPrev bool) FlowReport {
 	f := FlowReport{FlowRecord: w.Flows[i]}
 	rp.fillSQP(&f.FlowRecord)
-	f.C[FlowCNP] += rp.cnp[i]
-	f.Rate = float64(f.C[FlowBytes]) * 8 / secs
+	f.C[metrics.FlowCNP] += rp.cnp[i]
+	f.Rate = float64(f.C[metrics.FlowBytes]) * 8 / secs
 	if hasPrev {
-		if j, ok := slices.BinarySearchFunc(rp.prev, &f.FlowRecord, func(p flowRate, f *FlowRecord) int { return compareRate(&p, f) }); ok {
+		if j, ok := slices.BinarySearchFunc(rp.prev, &f.FlowRecord, func(p flowRate, f *metrics.FlowRecord) int { return compareRate(&p, f) }); ok {
 			f.PrevRate = rp.prev[j].rate
 		}
 	}
@@ -294,7 +295,7 @@ func (rp *Reporter) flowReport(w *Window, i int32, secs float64, hasPrev bool) F
 
 // fillSQP sets the source QP of f from the learned pairs when the engine
 // did not know it.
-func (rp *Reporter) fillSQP(f *FlowRecord) {
+func (rp *Reporter) fillSQP(f *metrics.FlowRecord) {
 	if !f.SQPKnown {
 		if p, ok := rp.pairs[qpEnd{f.Key.Dst, f.Key.DQP}]; ok && p.peer.addr == f.Key.Src {
 			f.SQP, f.SQPKnown = p.peer.qpn, true
@@ -316,20 +317,20 @@ func collect(idx []int32, report func(int32) FlowReport) []FlowReport {
 // (unattributed when it is not in the window): a CNP travels from the
 // responder B to the requester A with A's QP as its destination QP, and
 // throttles A→B toward B's QP.
-func (rp *Reporter) attributeCNPs(w *Window) {
+func (rp *Reporter) attributeCNPs(w *metrics.Window) {
 	clear(rp.cnp)
 	for i := range w.Flows {
 		y := w.Flows[i]
-		n := y.C[FlowCNPCarried]
+		n := y.C[metrics.FlowCNPCarried]
 		if n == 0 {
 			continue
 		}
 		rp.fillSQP(&y)
 		j := int32(unattributed)
 		if y.SQPKnown {
-			fwd := FlowRecord{Key: FlowKey{Src: y.Key.Dst, Dst: y.Key.Src, DQP: y.SQP}}
-			fwd.hash = fwd.Key.hash(w.sketchConfig.Seed)
-			if k, found := slices.BinarySearchFunc(w.Flows, &fwd, func(a FlowRecord, b *FlowRecord) int { return compareFlows(&a, b) }); found {
+			fwd := metrics.FlowRecord{Key: metrics.FlowKey{Src: y.Key.Dst, Dst: y.Key.Src, DQP: y.SQP}}
+			fwd.SetHash(w.Seed())
+			if k, found := slices.BinarySearchFunc(w.Flows, &fwd, func(a metrics.FlowRecord, b *metrics.FlowRecord) int { return metrics.CompareFlows(&a, b) }); found {
 				j = int32(k)
 			}
 		}
@@ -359,12 +360,12 @@ func abs(x float64) float64 {
 // offered, so that a top list of a window of a million flows costs one
 // pass, not a sort.
 type topList struct {
-	flows []FlowRecord
+	flows []metrics.FlowRecord
 	n     int
 	h     []int32
 }
 
-func newTopList(flows []FlowRecord, n int) *topList { return &topList{flows: flows, n: n} }
+func newTopList(flows []metrics.FlowRecord, n int) *topList { return &topList{flows: flows, n: n} }
 
 // less orders flows i and j by bytes, largest first, ties by key, so that
 // the order is deterministic.
@@ -409,28 +410,28 @@ func (t *topList) sorted() []int32 { return sortByBytes(t.flows, t.h) }
 
 // sortByBytes sorts the positions idx of flows by bytes, largest first,
 // ties by key, and returns idx.
-func sortByBytes(flows []FlowRecord, idx []int32) []int32 {
+func sortByBytes(flows []metrics.FlowRecord, idx []int32) []int32 {
 	slices.SortFunc(idx, func(i, j int32) int { return byBytes(&flows[i], &flows[j]) })
 	return idx
 }
 
 // byBytes orders flows by bytes, largest first, then by key.
-func byBytes(a, b *FlowRecord) int {
-	if c := cmp.Compare(b.C[FlowBytes], a.C[FlowBytes]); c != 0 {
+func byBytes(a, b *metrics.FlowRecord) int {
+	if c := cmp.Compare(b.C[metrics.FlowBytes], a.C[metrics.FlowBytes]); c != 0 {
 		return c
 	}
-	return compareKeys(a.Key, b.Key)
+	return a.Key.Compare(b.Key)
 }
 
 // mergeEstimated completes the top list of a window whose QP tables
 // overflowed with the heavy hitters the sketch saw.
-func (rp *Reporter) mergeEstimated(top []FlowReport, w *Window, secs float64) []FlowReport {
+func (rp *Reporter) mergeEstimated(top []FlowReport, w *metrics.Window, secs float64) []FlowReport {
 	for _, e := range w.Top.Top(nil) {
 		if slices.ContainsFunc(top, func(f FlowReport) bool { return f.Key == e.Key }) {
 			continue
 		}
-		f := FlowReport{FlowRecord: FlowRecord{Key: e.Key}, Estimated: true}
-		f.C[FlowBytes] = e.Count
+		f := FlowReport{FlowRecord: metrics.FlowRecord{Key: e.Key}, Estimated: true}
+		f.C[metrics.FlowBytes] = e.Count
 		f.Rate = float64(e.Count) * 8 / secs
 		f.Elephant = f.Rate >= rp.cfg.ElephantRate
 		top = append(top, f)
@@ -455,7 +456,7 @@ func summarize(q *sketch.Quantile) LatencySummary {
 }
 
 // sketchError measures the sketches against the exact flow records.
-func sketchError(w *Window, r *Report) *SketchError {
+func sketchError(w *metrics.Window, r *Report) *SketchError {
 	flows := r.All
 	se := &SketchError{}
 	if n := float64(len(flows)); n > 0 {
@@ -463,15 +464,15 @@ func sketchError(w *Window, r *Report) *SketchError {
 		var sum float64
 		for i := range flows {
 			f := &flows[i]
-			h := f.Key.hash(w.sketchConfig.Seed)
-			exact := float64(f.C[FlowBytes])
+			h := f.Key.Hash(w.Seed())
+			exact := float64(f.C[metrics.FlowBytes])
 			if exact > 0 {
 				sum += abs(float64(w.FlowBytes.Estimate(h))-exact) / exact
 			}
 		}
 		se.CountMinARE = sum / n
 	}
-	want := make(map[FlowKey]bool, len(r.Top))
+	want := make(map[metrics.FlowKey]bool, len(r.Top))
 	for _, f := range r.Top {
 		want[f.Key] = true
 	}

@@ -1,10 +1,12 @@
-package metrics
+package state
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rocescope/rocescope/internal/testframes"
+	"github.com/rocescope/rocescope/metrics"
 	"io"
 	"os"
 	"path/filepath"
@@ -20,7 +22,7 @@ import (
 // synthetic trace of windows one-second windows: the trace is split
 // between the hosts by connection, as a packet broker would, each part
 // goes through the engine with default sketches, and each host's windows
-// are written by a StateWriter into one file. It returns the files' bytes
+// are written by a Writer into one file. It returns the files' bytes
 // and the hosts' names.
 func benchHostStates(b *testing.B, hosts, windows, packets, flows int) ([][]byte, []string) {
 	b.Helper()
@@ -38,7 +40,7 @@ func benchHostStates(b *testing.B, hosts, windows, packets, flows int) ([][]byte
 		for _, f := range batch.Frames {
 			h := n % hosts
 			if p.Decode(f.Data, f.Link); p.Headers&decode.HasUDP != 0 {
-				h = int(connHash(p.Src, p.Dst, p.SrcPort) % uint64(hosts))
+				h = int(p.SrcPort) % hosts // both directions of a connection share it
 			}
 			n++
 			off := len(arena)
@@ -57,18 +59,18 @@ func benchHostStates(b *testing.B, hosts, windows, packets, flows int) ([][]byte
 	names := make([]string, hosts)
 	for h := range hosts {
 		names[h] = fmt.Sprintf("cap%02d", h)
-		cfg := &Config{Host: names[h], Workers: 1}
+		cfg := &metrics.Config{Host: names[h], Workers: 1}
 		path := filepath.Join(b.TempDir(), names[h]+".states")
-		sw, err := NewStateWriter(path, cfg)
+		sw, err := NewWriter(path, cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
-		e, err := New(cfg)
+		e, err := metrics.New(cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
 		n := 0
-		err = e.Run(context.Background(), []capture.Source{&frameSource{frames: parts[h], per: 256}}, func(w *Window) error {
+		err = e.Run(context.Background(), []capture.Source{&testframes.Source{Frames: parts[h], Per: 256}}, func(w *metrics.Window) error {
 			n++
 			return sw.Write(w)
 		})
@@ -106,7 +108,7 @@ func BenchmarkMerge16Hosts60Windows(b *testing.B) {
 	for b.Loop() {
 		m := NewMerger()
 		for h, data := range files {
-			sr := NewStateReader(bytes.NewReader(data), names[h])
+			sr := NewReader(bytes.NewReader(data), names[h])
 			for {
 				w := m.Spare()
 				err := sr.Next(w)

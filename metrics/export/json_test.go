@@ -1,0 +1,101 @@
+package export
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rocescope/rocescope/internal/enginetest"
+	"github.com/rocescope/rocescope/internal/testframes"
+	"github.com/rocescope/rocescope/metrics"
+	"github.com/rocescope/rocescope/metrics/report"
+)
+
+// TestReportJSONContract builds the reports of the hand-made trace and
+// checks the keys DESIGN.md promises and the values computed by hand.
+func TestReportJSONContract(t *testing.T) {
+	tr := testframes.Trace()
+	cfg := &metrics.Config{Workers: 2, Host: "h", ElephantRate: 50e3, JitterRate: 10e3}
+	wins := enginetest.Run(t, cfg, &testframes.Source{Frames: tr.Frames, Per: 7})
+	rp, err := report.NewReporter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reports []map[string]any
+	for _, w := range wins {
+		var m map[string]any
+		b := AppendJSON(nil, rp.Build(w))
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("report is not JSON: %v\n%s", err, b)
+		}
+		reports = append(reports, m)
+	}
+	for _, k := range []string{"window_start_ns", "window_ns", "host", "packets", "bytes", "roce_packets",
+		"other_packets", "malformed_packets", "truncated_packets", "flows", "opcodes", "messages", "cnp",
+		"ecn_ce", "fecn", "becn", "naks", "rnr_naks", "retransmits", "psn_gaps", "pfc", "top_flows",
+		"elephants", "jitter"} {
+		if _, ok := reports[0][k]; !ok {
+			t.Errorf("report lacks key %q", k)
+		}
+	}
+	r0 := reports[0]
+	for k, want := range map[string]float64{"packets": float64(tr.Want[0]["packets"]), "cnp": 1, "naks": 1,
+		"rnr_naks": 1, "retransmits": 1, "psn_gaps": 1, "flows": 3, "window_ns": 1e9} {
+		if got := r0[k].(float64); got != want {
+			t.Errorf("window 0 %s = %v, want %v", k, got, want)
+		}
+	}
+	if diff := cmp.Diff(map[string]any{"3": map[string]any{"frames": 1.0, "quanta": 65535.0},
+		"5": map[string]any{"frames": 1.0, "quanta": 7.0}}, r0["pfc"]); diff != "" {
+		t.Errorf("pfc (-want +got):\n%s", diff)
+	}
+	// The top flow of window 0 is A→B toward B's QP: its source QP is
+	// learned by pairing it with B→A (same UDP source port), the CNP B
+	// sent toward A's QP counts against it, and so do the retransmission,
+	// the gap and the CE mark.
+	top := r0["top_flows"].([]any)[0].(map[string]any)
+	for k, want := range map[string]any{"src": "10.0.0.1", "dst": "10.0.0.2", "dqp": float64(0x200),
+		"sqp": float64(0x100), "cnp": 1.0, "retransmits": 1.0, "psn_gaps": 1.0, "ecn_ce": 1.0, "packets": 7.0} {
+		if diff := cmp.Diff(want, top[k]); diff != "" {
+			t.Errorf("top flow %s (-want +got): %s", k, diff)
+		}
+	}
+	// Window 1: A→B sends two 4 KiB WRITEs, 8000+ bytes: 68 kb/s, an
+	// elephant at 50 kb/s; in window 0 it sent less, so its rate rose by
+	// more than the jitter rate of 10 kb/s.
+	ele := reports[1]["elephants"].([]any)
+	if len(ele) != 1 || ele[0].(map[string]any)["dqp"] != float64(0x200) {
+		t.Fatalf("window 1 elephants = %v, want the flow toward QP 0x200", ele)
+	}
+	jit := reports[1]["jitter"].([]any)
+	if len(jit) != 1 || jit[0].(map[string]any)["dqp"] != float64(0x200) || jit[0].(map[string]any)["jitter"] != true {
+		t.Errorf("window 1 jitter = %v, want the flow toward QP 0x200", jit)
+	}
+}
+
+func TestJSONString(t *testing.T) {
+	for _, s := range []string{"", "plain", "quote\" back\\slash", "ctl\x00\x1f\n", "bad\xffutf8", "héllo"} {
+		b := appendJSONString(nil, s)
+		var got string
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Errorf("appendJSONString(%q) = %s: %v", s, b, err)
+			continue
+		}
+		want := s
+		if s == "bad\xffutf8" {
+			want = "bad\ufffdutf8"
+		}
+		if got != want {
+			t.Errorf("appendJSONString(%q) reads back as %q", s, got)
+		}
+	}
+	for _, v := range []float64{0, 1, -3, 1.5, 1e20, 123456789012, math.NaN(), math.Inf(1)} {
+		b := appendJSONFloat(nil, v)
+		var got any
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Errorf("appendJSONFloat(%v) = %s: %v", v, b, err)
+		}
+	}
+}
