@@ -171,6 +171,9 @@ func (e *Engine) shard(k int, closed func(*Window)) *shard {
 func (e *Engine) read(ctx context.Context, src capture.Source, r *reader, flush func()) error {
 	b := capture.NewBatch(batchSize)
 	r.stats = src.Stats
+	if e.cfg.Live {
+		r.startLive(time.Now().UnixNano())
+	}
 	for {
 		if ctx.Err() != nil {
 			return nil // Run reports ctx.Err()

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"github.com/rocescope/rocescope/internal/testframes"
 	"io"
+	"math"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -116,8 +118,9 @@ func TestEngineSourcesAndWorkersAgree(t *testing.T) {
 	}
 }
 
-// idleSource delivers one frame, then nothing for a while (empty batches, as
-// a live source does), then a frame stamped just after the first one.
+// idleSource delivers one frame stamped with the time it is delivered, then
+// nothing for a while (empty batches, as a live source does), then a frame
+// stamped just after the first one.
 type idleSource struct {
 	frames []capture.Frame
 	step   int
@@ -129,6 +132,8 @@ func (s *idleSource) Next(b *capture.Batch) error {
 	s.step++
 	switch {
 	case s.step == 1:
+		s.frames[0].Time = time.Now().UnixNano()
+		s.frames[1].Time = s.frames[0].Time + 1
 		b.Frames = append(b.Frames, s.frames[0])
 	case s.step == 2:
 		time.Sleep(s.idle)
@@ -148,11 +153,8 @@ func (s *idleSource) Close() error         { return nil }
 // counted late in the first window still open, not lost and no crash.
 func TestEngineLiveFrameInClosedWindow(t *testing.T) {
 	tr := testframes.Trace()
-	now := time.Now().UnixNano()
-	f0, f1 := tr.Frames[0], tr.Frames[1]
-	f0.Time, f1.Time = now, now+1
 	for _, workers := range []int{1, 2} {
-		src := &idleSource{frames: []capture.Frame{f0, f1}, idle: 60 * time.Millisecond}
+		src := &idleSource{frames: []capture.Frame{tr.Frames[0], tr.Frames[1]}, idle: 60 * time.Millisecond}
 		wins := runEngine(t, &Config{Workers: workers, Host: "h", Live: true, Window: 10 * time.Millisecond}, src)
 		var total Counters
 		for _, w := range wins {
@@ -383,4 +385,107 @@ func runCounters(t *testing.T, src capture.Source) Counters {
 		t.Fatal(err)
 	}
 	return sum
+}
+
+// silentSource is a live source that delivers nothing: an empty batch every
+// few milliseconds until its time is up.
+type silentSource struct{ until time.Time }
+
+func (s *silentSource) Next(b *capture.Batch) error {
+	b.Frames = b.Frames[:0]
+	if time.Now().After(s.until) {
+		return io.EOF
+	}
+	time.Sleep(3 * time.Millisecond)
+	return nil
+}
+func (s *silentSource) Stats() capture.Stats { return capture.Stats{} }
+func (s *silentSource) Close() error         { return nil }
+
+// TestEngineLiveReportsSilentSources runs a live capture over sources that
+// deliver nothing, one and two of them, with one and two workers: windows
+// must be reported while the capture runs (by the clock, not at its end),
+// one per window, contiguous from the window the capture started in.
+func TestEngineLiveReportsSilentSources(t *testing.T) {
+	const window, run = 20 * time.Millisecond, 400 * time.Millisecond
+	for _, c := range []struct{ sources, workers int }{{1, 1}, {1, 2}, {2, 1}, {2, 2}} {
+		e, err := New(&Config{Workers: c.workers, Host: "h", Live: true, Window: window})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		until := start.Add(run)
+		var sources []capture.Source
+		for range c.sources {
+			sources = append(sources, &silentSource{until: until})
+		}
+		var starts []int64
+		beforeEnd := 0
+		err = e.Run(context.Background(), sources, func(w *Window) error {
+			starts = append(starts, w.Start)
+			if time.Now().Before(until) {
+				beforeEnd++
+			}
+			if w.Counters[Packets] != 0 {
+				t.Errorf("window %d counts %d packets of a silent source", w.Start, w.Counters[Packets])
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("%d sources, %d workers", c.sources, c.workers)
+		// The readers start the clock a moment after start.
+		if first := floorDiv(start.UnixNano(), int64(window)) * int64(window); len(starts) == 0 || starts[0] != first && starts[0] != first+int64(window) {
+			t.Fatalf("%s: windows %v, want the first at the start of the window the capture started in", name, starts)
+		}
+		for i := 1; i < len(starts); i++ {
+			if starts[i] != starts[i-1]+int64(window) {
+				t.Errorf("%s: window %d starts at %d, the previous at %d", name, i, starts[i], starts[i-1])
+			}
+		}
+		// The run spans at least 20 windows; all but the last few must
+		// come out before the sources end.
+		if min := int(run/window) - 5; len(starts) < int(run/window) || beforeEnd < min {
+			t.Errorf("%s: %d windows, %d of them during the run; want at least %d and %d", name, len(starts), beforeEnd, run/window, min)
+		}
+	}
+}
+
+// TestEngineTimeEdges replays frames at the ends of the int64 time line
+// (before 1823, where a sentinel of -2^62 ns used to lie, and the last
+// representable seconds): every frame is counted, in windows whose start is
+// a multiple of their length and whose end does not overflow.
+func TestEngineTimeEdges(t *testing.T) {
+	base := testframes.Trace().Frames[0]
+	at := func(ts ...int64) []capture.Frame {
+		var fs []capture.Frame
+		for _, x := range ts {
+			f := base
+			f.Time = x
+			fs = append(fs, f)
+		}
+		return fs
+	}
+	for _, c := range []struct {
+		name  string
+		times []int64
+	}{
+		{"before 1823", []int64{-1<<62 - 5, -1<<62 - 4, -1<<62 + 3}},
+		{"first representable window", []int64{math.MinInt64, math.MinInt64 + 1, math.MinInt64 + int64(time.Second)}},
+		{"last representable window", []int64{math.MaxInt64 - 2*int64(time.Second), math.MaxInt64 - 1, math.MaxInt64}},
+		{"both ends", []int64{math.MinInt64, 0, math.MaxInt64}},
+	} {
+		wins := runEngine(t, &Config{Workers: 1, Host: "h"}, &testframes.Source{Frames: at(c.times...), Per: 2})
+		var packets uint64
+		for _, w := range wins {
+			packets += w.Counters[Packets]
+			if w.Start%w.Length != 0 || w.Start > math.MaxInt64-w.Length {
+				t.Errorf("%s: window at %d+%d is unaligned or overflows", c.name, w.Start, w.Length)
+			}
+		}
+		if packets != uint64(len(c.times)) {
+			t.Errorf("%s: %d packets in %d windows, want %d", c.name, packets, len(wins), len(c.times))
+		}
+	}
 }

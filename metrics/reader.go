@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"math"
 	"time"
 
 	"github.com/rocescope/rocescope/capture"
@@ -26,11 +27,14 @@ type reader struct {
 	seed          uint64
 	winLen        int64
 	lateness      int64
-	maxT          int64
+	started       bool  // the clock is set: a frame arrived, or a live capture started
+	maxT          int64 // the clock: the newest frame time (or wall-clock time, live), when started
 	closeAt       int64 // maxT at which the oldest open window closes
 	high          int64 // newest window index opened
 	closedThrough int64 // every window ≤ this is closed
 	live          bool  // windows close by the clock too: report idle ones
+	minIdx        int64 // first window index with a representable start
+	maxIdx        int64 // last window index with a representable end
 	jumps         int   // frames in a row far ahead of maxT, held back
 	open          [2]*readerWindow
 
@@ -48,21 +52,49 @@ const (
 	jumpConfirm = 64
 )
 
-// noWindow is below every window index.
+// noWindow is below every window index: indices are times divided by a
+// window length of at least a millisecond, so they lie within ±2^63/10^6.
 const noWindow = -1 << 62
 
 func newReader(cfg *Config) *reader {
-	return &reader{
+	r := &reader{
 		dec:           decode.Decoder{RoCEPort: cfg.RoCEPort},
 		seed:          cfg.Seed,
 		winLen:        int64(cfg.Window),
 		lateness:      int64(cfg.Lateness),
-		maxT:          noWindow,
-		closeAt:       -noWindow,
 		high:          noWindow,
 		closedThrough: noWindow,
 		live:          cfg.Live,
 	}
+	r.minIdx, r.maxIdx = -(math.MaxInt64 / r.winLen), math.MaxInt64/r.winLen-1
+	return r
+}
+
+// startLive starts the clock of a live capture at the wall-clock time now:
+// windows are reported from the one now falls in on, whether frames arrive
+// or not.
+func (r *reader) startLive(now int64) {
+	w := r.index(now)
+	r.started, r.maxT = true, now
+	r.high, r.closedThrough = w, w-1
+	r.closeAt = r.closeTime(w)
+}
+
+// index returns the index of the window that holds time t. Times beyond the
+// first or last window whose start and end are representable in int64 ns
+// count in that window.
+func (r *reader) index(t int64) int64 {
+	return min(max(floorDiv(t, r.winLen), r.minIdx), r.maxIdx)
+}
+
+// closeTime returns the clock time at which window w closes: its end plus
+// the allowed lateness, saturated at the largest time.
+func (r *reader) closeTime(w int64) int64 {
+	end := (w + 1) * r.winLen // w ≤ maxIdx: no overflow
+	if end > math.MaxInt64-r.lateness {
+		return math.MaxInt64
+	}
+	return end + r.lateness
 }
 
 // floorDiv divides rounding toward minus infinity, so that windows are
@@ -79,9 +111,9 @@ func floorDiv(a, b int64) int64 {
 func (r *reader) frame(f *capture.Frame) {
 	t, jumped := f.Time, false
 	switch {
-	case t <= r.maxT:
+	case r.started && t <= r.maxT:
 		r.jumps = 0
-	case r.maxT != noWindow && t-r.maxT > maxTimeJump && r.jumps < jumpConfirm:
+	case r.started && t > r.maxT+maxTimeJump && r.maxT < math.MaxInt64-maxTimeJump && r.jumps < jumpConfirm:
 		// Far ahead of every frame so far: a damaged timestamp would
 		// close every window before it, so the frame counts in the
 		// newest window until enough frames in a row confirm the jump.
@@ -91,7 +123,7 @@ func (r *reader) frame(f *capture.Frame) {
 		r.jumps = 0
 		r.advance(t)
 	}
-	rw := r.window(floorDiv(t, r.winLen))
+	rw := r.window(r.index(t))
 	c := &rw.counters
 	if jumped {
 		c[TimeJumps]++
@@ -245,9 +277,9 @@ var opFlags = func() (t [256]uint16) {
 	return t
 }()
 
-// window returns the open window for index w: a new one when w is newer
-// than every open window, the oldest open one when w is older (a late
-// frame, counted as such).
+// window returns the open window for index w, opening it when it is not
+// closed yet, or the first window not closed when w is (a late frame,
+// counted as such).
 func (r *reader) window(w int64) *readerWindow {
 	if w <= r.closedThrough {
 		// The window is closed already: a live capture's clock passed
@@ -257,22 +289,21 @@ func (r *reader) window(w int64) *readerWindow {
 		rw.counters[LatePackets]++
 		return rw
 	}
-	if w > r.high {
-		rw := &readerWindow{index: w}
-		r.open[w&1] = rw
-		r.high = w
-		if r.closeAt == -noWindow {
-			r.closeAt = (w+1)*r.winLen + r.lateness
-		}
+	rw := r.open[w&1]
+	switch {
+	case rw != nil && rw.index == w:
+		return rw
+	case rw != nil:
+		// The slot holds the window two before w, which the clock
+		// would have closed: only a frame held back by a time jump
+		// lands here. Count it late in the oldest open window.
+		rw = r.oldest()
+		rw.counters[LatePackets]++
 		return rw
 	}
-	if rw := r.open[w&1]; rw != nil && rw.index == w {
-		return rw
-	}
-	// A window not closed yet that had no frame while a newer one
-	// opened: the newest window is open, so oldest is not nil.
-	rw := r.oldest()
-	rw.counters[LatePackets]++
+	rw = &readerWindow{index: w}
+	r.open[w&1] = rw
+	r.high = max(r.high, w)
 	return rw
 }
 
@@ -287,15 +318,24 @@ func (r *reader) oldest() *readerWindow {
 
 // advance moves the reader's clock to t (a frame time, or the wall clock of
 // a live capture) and closes the windows whose end plus the allowed lateness
-// it passed.
+// it passed. In a live capture the clock also makes its window the newest,
+// so that windows without frames are reported.
 func (r *reader) advance(t int64) {
+	if !r.started {
+		r.started = true
+		r.closeAt = r.closeTime(r.index(t))
+	}
 	r.maxT = t
+	if r.live {
+		r.high = max(r.high, r.index(t))
+	}
 	if t < r.closeAt {
 		return
 	}
-	through := floorDiv(t-r.lateness, r.winLen) - 1
+	// Window w is closed once t ≥ (w+1)·length + lateness.
+	through := r.index(max(t, math.MinInt64+r.lateness)-r.lateness) - 1
 	r.closeThrough(through)
-	r.closeAt = (through+2)*r.winLen + r.lateness
+	r.closeAt = r.closeTime(through + 1)
 }
 
 // closeThrough closes every open window with index ≤ through and tells the
