@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rocescope/rocescope/capture"
+	"github.com/rocescope/rocescope/decode"
 )
 
 // Engine turns frames from capture sources into per-window states.
@@ -122,53 +123,91 @@ const closeGrace = time.Second
 // runInline runs one reader, one shard and the collector on this goroutine.
 func (e *Engine) runInline(ctx context.Context, src capture.Source, emit func(*Window) error, cancel context.CancelFunc) error {
 	coll := newCollector(&e.cfg, e.pool, 1, 1, emit)
-	sh := e.shard(0, coll.shardWindow)
-	r := newReader(&e.cfg)
-	// Events are handed to the shard a batch at a time, as in the pool,
-	// so that it can fetch their table entries together.
-	evs := make([]event, 0, batchSize)
-	flush := func() {
-		sh.handleBatch(evs)
-		evs = evs[:0]
-		if coll.err != nil {
-			cancel() // the output failed: stop reading
-		}
-	}
-	r.dispatch = func(ev *event) {
-		if evs = append(evs, *ev); len(evs) == batchSize {
-			flush()
-		}
-	}
-	r.closed = coll.readerWindow
-	r.mark = func(through int64) {
-		flush()
-		sh.closeThrough(through)
-		coll.shardMark(0, through)
-		coll.readerMark(0, through)
-	}
-	err := e.read(ctx, src, r, flush)
-	flush()
+	out := &inlineOutput{sh: e.shard(0), coll: coll, cancel: cancel, evs: make([]event, 0, batchSize)}
+	r := newReader(&e.cfg, out)
+	err := e.read(ctx, src, r)
 	r.closeThrough(allWindows)
 	return errors.Join(err, coll.err)
 }
 
-// shard returns the k-th shard for a run that hands its closed windows to
-// closed, empty but with the memory of an earlier run's when there was one:
-// a QP table of a million flows is half a gigabyte of pages.
-func (e *Engine) shard(k int, closed func(*Window)) *shard {
+// output is where a reader's work goes: the events of its RoCE frames, in
+// batches per shard, its closed windows and its close marks. runInline and
+// runPool each have one implementation.
+type output interface {
+	// event returns the slot for the event of a frame of the connection
+	// between src and dst from UDP source port sport; the reader fills
+	// every field of it.
+	event(src, dst decode.Addr, sport uint16) *event
+	// flush hands on the events of partly filled batches.
+	flush()
+	// window takes a reader's closed window.
+	window(rw *readerWindow)
+	// mark says that every window ≤ through is closed: no event of them
+	// follows.
+	mark(through int64)
+}
+
+// inlineOutput hands the reader's work straight to the only shard and the
+// collector, a batch of events at a time, so that the shard can fetch their
+// table entries together.
+type inlineOutput struct {
+	sh     *shard
+	coll   *collector
+	cancel context.CancelFunc
+	evs    []event
+}
+
+func (o *inlineOutput) event(decode.Addr, decode.Addr, uint16) *event {
+	if len(o.evs) == cap(o.evs) {
+		o.flush()
+	}
+	o.evs = o.evs[:len(o.evs)+1]
+	return &o.evs[len(o.evs)-1]
+}
+
+func (o *inlineOutput) flush() {
+	o.sh.handleBatch(o.evs)
+	o.evs = o.evs[:0]
+	o.shardWindows()
+}
+
+// shardWindows hands the shard's closed windows to the collector.
+func (o *inlineOutput) shardWindows() {
+	for _, w := range o.sh.drain() {
+		o.coll.shardWindow(w)
+	}
+	if o.coll.err != nil {
+		o.cancel() // the output failed: stop reading
+	}
+}
+
+func (o *inlineOutput) window(rw *readerWindow) { o.coll.readerWindow(rw) }
+
+func (o *inlineOutput) mark(through int64) {
+	o.flush()
+	o.sh.closeThrough(through)
+	o.shardWindows()
+	o.coll.shardMark(0, through)
+	o.coll.readerMark(0, through)
+}
+
+// shard returns the k-th shard for a run, empty but with the memory of an
+// earlier run's when there was one: a QP table of a million flows is half a
+// gigabyte of pages.
+func (e *Engine) shard(k int) *shard {
 	if k < len(e.shards) {
 		sh := e.shards[k]
-		sh.reset(e.pool.get, closed)
+		sh.reset()
 		return sh
 	}
-	sh := newShard(&e.cfg, max(1, e.cfg.TableSize/e.cfg.Workers), e.pool.get, closed)
+	sh := newShard(&e.cfg, max(1, e.cfg.TableSize/e.cfg.Workers), e.pool)
 	e.shards = append(e.shards, sh)
 	return sh
 }
 
-// read feeds the frames of src to r until src ends. flush, when not nil,
-// is called after each batch (live capture hands events on at once).
-func (e *Engine) read(ctx context.Context, src capture.Source, r *reader, flush func()) error {
+// read feeds the frames of src to r until src ends. A live capture hands
+// its events on after each batch of the source, and moves the clock.
+func (e *Engine) read(ctx context.Context, src capture.Source, r *reader) error {
 	b := capture.NewBatch(batchSize)
 	r.stats = src.Stats
 	if e.cfg.Live {
@@ -187,9 +226,7 @@ func (e *Engine) read(ctx context.Context, src capture.Source, r *reader, flush 
 			if now := time.Now().UnixNano(); now > r.maxT {
 				r.advance(now)
 			}
-		}
-		if flush != nil {
-			flush()
+			r.out.flush()
 		}
 		switch {
 		case err == nil:
@@ -225,7 +262,7 @@ func (e *Engine) runPool(ctx context.Context, sources []capture.Source, emit fun
 		for range cap(free[k]) {
 			free[k] <- &batch{evs: make([]event, 0, batchSize), close: noWindow}
 		}
-		sh := e.shard(k, func(w *Window) { msgs <- msg{shard: w} })
+		sh := e.shard(k)
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
@@ -237,13 +274,20 @@ func (e *Engine) runPool(ctx context.Context, sources []capture.Source, emit fun
 				marks[i] = noWindow
 			}
 			closed := int64(noWindow)
+			drain := func() {
+				for _, w := range sh.drain() {
+					msgs <- msg{shard: w}
+				}
+			}
 			for b := range in[k] {
 				sh.handleBatch(b.evs)
+				drain()
 				if b.close != noWindow {
 					marks[b.from] = max(marks[b.from], b.close)
 					if through := slices.Min(marks); through > closed {
 						closed = through
 						sh.closeThrough(through)
+						drain()
 						msgs <- msg{from: k, through: through, isShard: true}
 					}
 				}
@@ -251,6 +295,7 @@ func (e *Engine) runPool(ctx context.Context, sources []capture.Source, emit fun
 				free[k] <- b
 			}
 			sh.closeThrough(allWindows)
+			drain()
 			msgs <- msg{from: k, through: allWindows, isShard: true}
 		}()
 	}
@@ -261,53 +306,16 @@ func (e *Engine) runPool(ctx context.Context, sources []capture.Source, emit fun
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
-			r := newReader(&e.cfg)
-			out := make([]*batch, n)
-			take := func(k int) {
-				out[k] = <-free[k]
-				out[k].from = i
+			out := &poolOutput{from: i, in: in, free: free, msgs: msgs, out: make([]*batch, n)}
+			for k := range out.out {
+				out.take(k)
 			}
-			for k := range out {
-				take(k)
-			}
-			send := func(k int) {
-				in[k] <- out[k]
-				take(k)
-			}
-			r.dispatch = func(ev *event) {
-				k := int(connHash(ev.key.Src, ev.key.Dst, ev.sport) % uint64(n))
-				out[k].evs = append(out[k].evs, *ev)
-				if len(out[k].evs) == batchSize {
-					send(k)
-				}
-			}
-			r.closed = func(rw *readerWindow) { msgs <- msg{reader: rw} }
-			r.mark = func(through int64) {
-				for k := range out {
-					out[k].close = through
-					send(k)
-				}
-				msgs <- msg{from: i, through: through}
-			}
-			var flush func()
-			if e.cfg.Live {
-				flush = func() {
-					for k := range out {
-						if len(out[k].evs) > 0 {
-							send(k)
-						}
-					}
-				}
-			}
-			if errs[i] = e.read(ctx, src, r, flush); errs[i] != nil {
+			r := newReader(&e.cfg, out)
+			if errs[i] = e.read(ctx, src, r); errs[i] != nil {
 				cancel()
 			}
 			r.closeThrough(allWindows)
-			for k := range out {
-				if len(out[k].evs) > 0 {
-					send(k)
-				}
-			}
+			out.flush()
 		}()
 	}
 	go func() {
@@ -334,4 +342,55 @@ func (e *Engine) runPool(ctx context.Context, sources []capture.Source, emit fun
 		}
 	}
 	return errors.Join(append(errs, coll.err)...)
+}
+
+// poolOutput sends a reader's events, in batches, to the worker that owns
+// their connection, and its windows and marks to the collector.
+type poolOutput struct {
+	from int           // the reader's number
+	in   []chan *batch // to each worker
+	free []chan *batch // empty batches of each worker
+	msgs chan<- msg    // to the collector
+	out  []*batch      // the batch being filled for each worker
+}
+
+// take gets an empty batch for worker k.
+func (o *poolOutput) take(k int) {
+	o.out[k] = <-o.free[k]
+	o.out[k].from = o.from
+}
+
+// send hands worker k its batch and takes a new one.
+func (o *poolOutput) send(k int) {
+	o.in[k] <- o.out[k]
+	o.take(k)
+}
+
+func (o *poolOutput) event(src, dst decode.Addr, sport uint16) *event {
+	k := int(connHash(src, dst, sport) % uint64(len(o.out)))
+	b := o.out[k]
+	if len(b.evs) == cap(b.evs) {
+		o.send(k)
+		b = o.out[k]
+	}
+	b.evs = b.evs[:len(b.evs)+1]
+	return &b.evs[len(b.evs)-1]
+}
+
+func (o *poolOutput) flush() {
+	for k, b := range o.out {
+		if len(b.evs) > 0 {
+			o.send(k)
+		}
+	}
+}
+
+func (o *poolOutput) window(rw *readerWindow) { o.msgs <- msg{reader: rw} }
+
+func (o *poolOutput) mark(through int64) {
+	for k := range o.out {
+		o.out[k].close = through
+		o.send(k)
+	}
+	o.msgs <- msg{from: o.from, through: through}
 }

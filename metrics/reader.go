@@ -23,7 +23,6 @@ type readerWindow struct {
 type reader struct {
 	dec           decode.Decoder
 	pkt           decode.Packet
-	ev            event
 	seed          uint64
 	winLen        int64
 	lateness      int64
@@ -38,11 +37,9 @@ type reader struct {
 	jumps         int   // frames in a row far ahead of maxT, held back
 	open          [2]*readerWindow
 
-	dispatch func(ev *event)        // hands an event to its shard
-	closed   func(rw *readerWindow) // takes each closed window's counters
-	mark     func(through int64)    // tells the shards and the collector that windows ≤ through are closed
-	stats    func() capture.Stats   // the source's running totals, or nil
-	last     capture.Stats          // the totals at the last window close
+	out   output               // where events, closed windows and marks go
+	stats func() capture.Stats // the source's running totals, or nil
+	last  capture.Stats        // the totals at the last window close
 }
 
 // A frame more than maxTimeJump after the newest frame so far is held in
@@ -56,8 +53,9 @@ const (
 // window length of at least a millisecond, so they lie within ±2^63/10^6.
 const noWindow = -1 << 62
 
-func newReader(cfg *Config) *reader {
+func newReader(cfg *Config, out output) *reader {
 	r := &reader{
+		out:           out,
 		dec:           decode.Decoder{RoCEPort: cfg.RoCEPort},
 		seed:          cfg.Seed,
 		winLen:        int64(cfg.Window),
@@ -170,7 +168,12 @@ func (r *reader) roce(rw *readerWindow, f *capture.Frame, t int64) {
 	c[RoCEPackets]++
 	c[opcodeBase+int(op)]++
 	c[PayloadBytes] += uint64(p.PayloadLen)
-	ev := &r.ev
+	var sport uint16
+	if p.Headers&decode.HasUDP != 0 {
+		sport = p.SrcPort
+	}
+	// The event is built in place, in the batch that carries it on.
+	ev := r.out.event(p.Src, p.Dst, sport)
 	ev.key = FlowKey{Src: p.Src, Dst: p.Dst, DQP: p.BTH.DestQP}
 	ev.hash = ev.key.Hash(r.seed)
 	ev.time = t
@@ -179,10 +182,8 @@ func (r *reader) roce(rw *readerWindow, f *capture.Frame, t int64) {
 	ev.payload = p.PayloadLen
 	ev.psn = p.BTH.PSN
 	ev.dmaLen = p.RETH.DMALen
-	ev.sport = 0
-	if p.Headers&decode.HasUDP != 0 {
-		ev.sport = p.SrcPort
-	}
+	ev.sqp = p.DETH.SrcQP
+	ev.sport = sport
 	ev.opcode = op
 	fl := opFlags[op]
 	if p.ECNCE() {
@@ -202,7 +203,6 @@ func (r *reader) roce(rw *readerWindow, f *capture.Frame, t int64) {
 	}
 	if p.Headers&decode.HasDETH != 0 {
 		fl |= evSQP
-		ev.sqp = p.DETH.SrcQP
 	}
 	if p.Headers&decode.HasAETH != 0 {
 		switch p.AETH.Kind() {
@@ -241,7 +241,6 @@ func (r *reader) roce(rw *readerWindow, f *capture.Frame, t int64) {
 		rw.cm = append(rw.cm, CMMessage{Src: p.Src, Dst: p.Dst, AttrID: p.CM.AttrID,
 			LocalCommID: p.CM.LocalCommID, RemoteCommID: p.CM.RemoteCommID, LocalQPN: p.CM.LocalQPN})
 	}
-	r.dispatch(ev)
 }
 
 // opFlags holds the event flags each BTH opcode implies.
@@ -374,7 +373,7 @@ func (r *reader) closeThrough(through int64) {
 		next = max(next, rw.index+1)
 	}
 	r.closedThrough = max(r.closedThrough, through)
-	r.mark(through)
+	r.out.mark(through)
 }
 
 // maxIdleWindows bounds the empty windows one close reports.
@@ -389,7 +388,7 @@ func (r *reader) closeWindow(rw *readerWindow) {
 		rw.counters[SourceErrors] += since(st.Errors, r.last.Errors)
 		r.last = st
 	}
-	r.closed(rw)
+	r.out.window(rw)
 }
 
 // since returns how much a running total grew from last to now; a total

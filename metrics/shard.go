@@ -119,13 +119,13 @@ func (e *entry) init(key FlowKey, h uint64) {
 type shard struct {
 	cfg    *Config
 	tab    *table
-	conns  map[connKey]int32     // (src, dst, sport) → first flow seen with them, for pairing directions
-	open   [2]*Window            // open windows by parity of their index
-	high   int64                 // newest window index opened
-	active [2][]int32            // slab positions of the flows whose counters are in the open window of each parity
-	warm   uint64                // sink of handleBatch's prefetching loads, so they are not optimized away
-	fresh  func(w int64) *Window // an empty window with index w
-	closed func(*Window)         // receives each closed window
+	conns  map[connKey]int32 // (src, dst, sport) → first flow seen with them, for pairing directions
+	open   [2]*Window        // open windows by parity of their index
+	high   int64             // newest window index opened
+	active [2][]int32        // slab positions of the flows whose counters are in the open window of each parity
+	warm   uint64            // sink of handleBatch's prefetching loads, so they are not optimized away
+	pool   *windowPool       // where open windows come from
+	closed []*Window         // windows closed since the last drain
 }
 
 // connKey finds the reverse direction of a RoCEv2 connection.
@@ -134,25 +134,24 @@ type connKey struct {
 	sport    uint16
 }
 
-func newShard(cfg *Config, capacity int, fresh func(int64) *Window, closed func(*Window)) *shard {
+func newShard(cfg *Config, capacity int, pool *windowPool) *shard {
 	return &shard{
-		cfg:    cfg,
-		tab:    newTable(capacity),
-		conns:  make(map[connKey]int32),
-		high:   noWindow,
-		fresh:  fresh,
-		closed: closed,
+		cfg:   cfg,
+		tab:   newTable(capacity),
+		conns: make(map[connKey]int32),
+		high:  noWindow,
+		pool:  pool,
 	}
 }
 
 // reset makes s as new for another run, keeping its memory.
-func (s *shard) reset(fresh func(int64) *Window, closed func(*Window)) {
+func (s *shard) reset() {
 	s.tab.reset()
 	clear(s.conns)
 	s.open = [2]*Window{}
 	s.high = noWindow
 	s.active[0], s.active[1] = s.active[0][:0], s.active[1][:0]
-	s.fresh, s.closed = fresh, closed
+	s.closed = s.closed[:0]
 }
 
 // window returns the open window for index w, opening it and closing the
@@ -164,7 +163,7 @@ func (s *shard) window(w int64) *Window {
 	if w > s.high {
 		s.closeThrough(w - 2)
 		s.high = w
-		win := s.fresh(w)
+		win := s.pool.get(w)
 		s.open[w&1] = win
 		return win
 	}
@@ -176,7 +175,7 @@ func (s *shard) window(w int64) *Window {
 		// Every window was closed (a reader fell more than a window
 		// behind the others): open this one again; the collector merges
 		// it as a late part of that window, which is reported again.
-		win = s.fresh(w)
+		win = s.pool.get(w)
 		s.open[w&1] = win
 	}
 	win.Counters[LatePackets]++
@@ -226,7 +225,16 @@ func (s *shard) flush(p int64, win *Window) {
 	if 8*s.tab.used > 7*s.tab.max {
 		win.Counters[Evictions] += uint64(s.sweep(w))
 	}
-	s.closed(win)
+	s.closed = append(s.closed, win)
+}
+
+// drain returns the windows closed since the last drain, oldest first, for
+// the collector. The slice is valid until the next call that closes a
+// window.
+func (s *shard) drain() []*Window {
+	w := s.closed
+	s.closed = s.closed[:0]
+	return w
 }
 
 // materialize appends the counters e holds to the flow list of win, the

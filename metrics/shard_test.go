@@ -13,10 +13,9 @@ import (
 // shardHarness drives one shard with hand-made events and keeps the
 // windows it closes.
 type shardHarness struct {
-	t      *testing.T
-	cfg    Config
-	sh     *shard
-	closed []*Window
+	t   *testing.T
+	cfg Config
+	sh  *shard
 }
 
 func newShardHarness(t *testing.T, capacity int) *shardHarness {
@@ -27,7 +26,7 @@ func newShardHarness(t *testing.T, capacity int) *shardHarness {
 	}
 	h := &shardHarness{t: t, cfg: cfg}
 	pool := newWindowPool(&h.cfg, 4)
-	h.sh = newShard(&h.cfg, capacity, pool.get, func(w *Window) { h.closed = append(h.closed, w) })
+	h.sh = newShard(&h.cfg, capacity, pool)
 	return h
 }
 
@@ -62,10 +61,10 @@ func (h *shardHarness) send(src, dst decode.Addr, dqp uint32, op decode.Opcode, 
 func (h *shardHarness) closeAll() *Window {
 	h.t.Helper()
 	h.sh.closeThrough(allWindows)
-	if len(h.closed) == 0 {
+	if len(h.sh.closed) == 0 {
 		h.t.Fatal("no window closed")
 	}
-	w := h.closed[len(h.closed)-1]
+	w := h.sh.closed[len(h.sh.closed)-1]
 	w.Normalize()
 	return w
 }
@@ -215,7 +214,7 @@ func TestShardWindowsAndLateness(t *testing.T) {
 	h.sh.closeThrough(allWindows)
 	got := map[int64]uint64{}
 	late := map[int64]uint64{}
-	for _, w := range h.closed {
+	for _, w := range h.sh.closed {
 		w.Normalize()
 		for _, f := range w.Flows {
 			got[w.Start/sec] += f.C[FlowPackets]
@@ -240,10 +239,10 @@ func TestShardTableFullEvictsIdleFlows(t *testing.T) {
 	h.send(hostA, hostB, 4, opWriteOnly, 1, 3*sec+1, 0) // flow 2 is idle: evicted for flow 4
 	h.send(hostA, hostB, 5, opWriteOnly, 1, 3*sec+2, 0) // flows 1 and 4 active: untracked
 	h.sh.closeThrough(allWindows)
-	if len(h.closed) != 2 {
-		t.Fatalf("%d windows closed, want 2", len(h.closed))
+	if len(h.sh.closed) != 2 {
+		t.Fatalf("%d windows closed, want 2", len(h.sh.closed))
 	}
-	w0, w3 := h.closed[0], h.closed[1]
+	w0, w3 := h.sh.closed[0], h.sh.closed[1]
 	if w0.Counters[UntrackedPackets] != 1 || len(w0.Flows) != 2 {
 		t.Errorf("window 0: untracked %d, flows %d, want 1 and 2", w0.Counters[UntrackedPackets], len(w0.Flows))
 	}
@@ -273,10 +272,10 @@ func TestLatencyMatchAddsNoIdleFlow(t *testing.T) {
 	h.send(hostA, hostB, qpB, opReadRequest, 7, sec-10, 0)
 	h.send(hostB, hostA, qpA, opReadOnly, 7, sec+500, 0)
 	h.sh.closeThrough(allWindows)
-	if len(h.closed) != 2 {
-		t.Fatalf("%d windows closed, want 2", len(h.closed))
+	if len(h.sh.closed) != 2 {
+		t.Fatalf("%d windows closed, want 2", len(h.sh.closed))
 	}
-	w1 := h.closed[1]
+	w1 := h.sh.closed[1]
 	if n := w1.ReadLatency.Count(); n != 1 {
 		t.Errorf("window 1 READ latencies %d, want 1", n)
 	}
