@@ -1,7 +1,7 @@
 package export
 
 import (
-	"bufio"
+	"bytes"
 	"fmt"
 	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/metrics/report"
@@ -16,9 +16,13 @@ import (
 
 // Sink writes reports somewhere.
 type Sink interface {
-	// Write writes one window's report.
+	// Write writes one window's report. The text sinks (JSON lines, CSV,
+	// table) hand the whole window to their writer in one Write call
+	// before they return, so that a reader of a pipe or file sees each
+	// window as soon as it closes.
 	Write(r *report.Report) error
-	// Flush writes out anything buffered.
+	// Flush writes out anything a sink holds back until the run ends (the
+	// HTML page); the text sinks hold nothing back.
 	Flush() error
 }
 
@@ -176,12 +180,12 @@ func AppendFlowJSON(b []byte, f *report.FlowReport) []byte {
 
 // JSONLines writes one JSON object per window and line.
 type JSONLines struct {
-	w   *bufio.Writer
+	w   io.Writer
 	buf []byte
 }
 
 // NewJSONLines returns a sink writing JSON lines to w.
-func NewJSONLines(w io.Writer) *JSONLines { return &JSONLines{w: bufio.NewWriter(w)} }
+func NewJSONLines(w io.Writer) *JSONLines { return &JSONLines{w: w} }
 
 // Write implements Sink.
 func (j *JSONLines) Write(r *report.Report) error {
@@ -190,19 +194,19 @@ func (j *JSONLines) Write(r *report.Report) error {
 	return err
 }
 
-// Flush implements Sink.
-func (j *JSONLines) Flush() error { return j.w.Flush() }
+// Flush implements Sink; JSON lines are written by Write.
+func (j *JSONLines) Flush() error { return nil }
 
 // CSV writes one row per reported flow and window: every flow with
 // Config.Exact, otherwise the top flows, elephants and jitter flows.
 type CSV struct {
-	w      *bufio.Writer
+	w      io.Writer
 	header bool
 	buf    []byte
 }
 
 // NewCSV returns a sink writing CSV to w.
-func NewCSV(w io.Writer) *CSV { return &CSV{w: bufio.NewWriter(w)} }
+func NewCSV(w io.Writer) *CSV { return &CSV{w: w} }
 
 // Write implements Sink.
 func (c *CSV) Write(r *report.Report) error {
@@ -243,8 +247,8 @@ func (c *CSV) Write(r *report.Report) error {
 	return err
 }
 
-// Flush implements Sink.
-func (c *CSV) Flush() error { return c.w.Flush() }
+// Flush implements Sink; rows are written by Write.
+func (c *CSV) Flush() error { return nil }
 
 // csvFlows returns the flows a CSV row is written for, each once.
 func csvFlows(r *report.Report) []*report.FlowReport {
@@ -278,17 +282,19 @@ func appendCSVField(b []byte, s string) []byte {
 
 // Table writes a readable summary per window for a terminal.
 type Table struct {
-	w *bufio.Writer
+	w   io.Writer
+	buf bytes.Buffer
 }
 
 // NewTable returns a sink writing readable tables to w.
-func NewTable(w io.Writer) *Table { return &Table{w: bufio.NewWriter(w)} }
+func NewTable(w io.Writer) *Table { return &Table{w: w} }
 
 // Write implements Sink.
 func (t *Table) Write(r *report.Report) error {
 	w := r.Window
 	c := &w.Counters
-	p := func(format string, a ...any) { fmt.Fprintf(t.w, format, a...) }
+	t.buf.Reset()
+	p := func(format string, a ...any) { fmt.Fprintf(&t.buf, format, a...) }
 	p("window %s  %v  host %s\n", time.Unix(0, w.Start).UTC().Format(time.RFC3339Nano), time.Duration(w.Length), strings.Join(w.Hosts, ","))
 	p("  packets %d (%s)  roce %d  other %d  malformed %d  truncated %d  late %d  kernel drops %d\n",
 		c[metrics.Packets], humanBytes(c[metrics.Bytes]), c[metrics.RoCEPackets], c[metrics.OtherPackets], c[metrics.MalformedPackets], c[metrics.TruncatedPackets], c[metrics.LatePackets], c[metrics.KernelDrops])
@@ -335,11 +341,12 @@ func (t *Table) Write(r *report.Report) error {
 		p("  jitter flows: %d  elephants: %d\n", len(r.Jitter), len(r.Elephants))
 	}
 	p("\n")
-	return nil
+	_, err := t.w.Write(t.buf.Bytes())
+	return err
 }
 
-// Flush implements Sink.
-func (t *Table) Flush() error { return t.w.Flush() }
+// Flush implements Sink; tables are written by Write.
+func (t *Table) Flush() error { return nil }
 
 // pfcFrames returns the PFC frames over every priority.
 func pfcFrames(c *metrics.Counters) (n uint64) {
