@@ -177,9 +177,7 @@ func (o *reportOptions) sink(e *env) (export.Sink, func() error, error) {
 	closeFn := func() error { return nil }
 	terminal := false
 	if o.output == "-" || o.output == "" {
-		if f, ok := e.stdout.(*os.File); ok {
-			terminal = isTerminal(f)
-		}
+		terminal = isTerminal(e.stdout)
 	} else {
 		f, err := os.Create(o.output)
 		if err != nil {
@@ -207,12 +205,6 @@ func (o *reportOptions) sink(e *env) (export.Sink, func() error, error) {
 		return nil, nil, usagef("--format %q: want jsonl, csv, table or html", format)
 	}
 	return s, func() error { return errors.Join(s.Flush(), closeFn()) }, nil
-}
-
-// isTerminal reports whether f is a character device (a terminal).
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // applyConfigFile sets every flag named in the YAML file of --config that

@@ -15,6 +15,17 @@ import (
 	"github.com/rocescope/rocescope/internal/testframes"
 )
 
+// windowFrames returns a frame of window 0 and one of window 1 that closes
+// window 0 (1 s windows).
+func windowFrames(t *testing.T) []capture.Frame {
+	t.Helper()
+	frame := testframes.RoCE{Src: [4]byte{10, 0, 0, 1}, Dst: [4]byte{10, 0, 0, 2}, Sport: 7, Op: decode.Opcode(4) /* RC SEND Only */, DQP: 0x11, Payload: 64}.Bytes()
+	return []capture.Frame{
+		{Time: testframes.Epoch, Data: frame, OrigLen: uint32(len(frame)), Link: decode.LinkEthernet},
+		{Time: testframes.Epoch + int64(1200*time.Millisecond), Data: frame, OrigLen: uint32(len(frame)), Link: decode.LinkEthernet},
+	}
+}
+
 // gatedSource delivers a frame of window 0 and one of window 1 (which
 // closes window 0), then waits for open to be closed before it ends.
 type gatedSource struct {
@@ -48,16 +59,12 @@ func testOptions(t *testing.T) *reportOptions {
 // from a pipe while the source still holds window 1 open, in every text
 // format.
 func TestReportReachesPipeWhenWindowCloses(t *testing.T) {
-	frame := testframes.RoCE{Src: [4]byte{10, 0, 0, 1}, Dst: [4]byte{10, 0, 0, 2}, Sport: 7, Op: decode.Opcode(4) /* RC SEND Only */, DQP: 0x11, Payload: 64}.Bytes()
 	for _, format := range []string{"jsonl", "csv", "table"} {
 		r, w, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
 		}
-		src := &gatedSource{open: make(chan struct{}), frames: []capture.Frame{
-			{Time: testframes.Epoch, Data: frame, OrigLen: uint32(len(frame)), Link: decode.LinkEthernet},
-			{Time: testframes.Epoch + int64(1200*time.Millisecond), Data: frame, OrigLen: uint32(len(frame)), Link: decode.LinkEthernet},
-		}}
+		src := &gatedSource{open: make(chan struct{}), frames: windowFrames(t)}
 		o := testOptions(t)
 		o.format = format
 		done := make(chan error, 1)
