@@ -199,7 +199,7 @@ func (o *reportOptions) sink(e *env) (export.Sink, func() error, error) {
 	case "csv":
 		s = export.NewCSV(w)
 	case "table":
-		s = export.NewTable(w)
+		s = export.NewTable(w, &export.TableOptions{Width: tableWidth(w), ElephantRate: float64(o.elephantRate), JitterRate: float64(o.jitterRate)})
 	default:
 		closeFn()
 		return nil, nil, usagef("--format %q: want jsonl, csv, table or html", format)

@@ -1,8 +1,6 @@
 package export
 
 import (
-	"bytes"
-	"fmt"
 	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/metrics/report"
 	"io"
@@ -220,7 +218,7 @@ func (c *CSV) Write(r *report.Report) error {
 		b = append(b, '\n')
 	}
 	host := strings.Join(r.Window.Hosts, " ")
-	for _, f := range csvFlows(r) {
+	for _, f := range reportedFlows(r) {
 		b = strconv.AppendInt(b, r.Window.Start, 10)
 		b = strconv.AppendInt(append(b, ','), r.Window.Length, 10)
 		b = appendCSVField(append(b, ','), host)
@@ -250,8 +248,10 @@ func (c *CSV) Write(r *report.Report) error {
 // Flush implements Sink; rows are written by Write.
 func (c *CSV) Flush() error { return nil }
 
-// csvFlows returns the flows a CSV row is written for, each once.
-func csvFlows(r *report.Report) []*report.FlowReport {
+// reportedFlows returns the flows a report lists, each once: every flow
+// with Config.Exact, otherwise the top flows, then the elephants and jitter
+// flows beyond them.
+func reportedFlows(r *report.Report) []*report.FlowReport {
 	if r.All != nil {
 		out := make([]*report.FlowReport, len(r.All))
 		for i := range r.All {
@@ -278,108 +278,4 @@ func appendCSVField(b []byte, s string) []byte {
 		return append(b, s...)
 	}
 	return append(append(b, '"'), append([]byte(strings.ReplaceAll(s, `"`, `""`)), '"')...)
-}
-
-// Table writes a readable summary per window for a terminal.
-type Table struct {
-	w   io.Writer
-	buf bytes.Buffer
-}
-
-// NewTable returns a sink writing readable tables to w.
-func NewTable(w io.Writer) *Table { return &Table{w: w} }
-
-// Write implements Sink.
-func (t *Table) Write(r *report.Report) error {
-	w := r.Window
-	c := &w.Counters
-	t.buf.Reset()
-	p := func(format string, a ...any) { fmt.Fprintf(&t.buf, format, a...) }
-	p("window %s  %v  host %s\n", time.Unix(0, w.Start).UTC().Format(time.RFC3339Nano), time.Duration(w.Length), strings.Join(w.Hosts, ","))
-	p("  packets %d (%s)  roce %d  other %d  malformed %d  truncated %d  late %d  kernel drops %d\n",
-		c[metrics.Packets], humanBytes(c[metrics.Bytes]), c[metrics.RoCEPackets], c[metrics.OtherPackets], c[metrics.MalformedPackets], c[metrics.TruncatedPackets], c[metrics.LatePackets], c[metrics.KernelDrops])
-	p("  flows ~%.0f (%s, ±%.2g%%)  tracked %d  exact %v  messages %d\n",
-		r.Flows.Value, r.Flows.Method, 100*r.Flows.RelErr, len(w.Flows), r.Exact, c[metrics.Messages])
-	p("  congestion: CNP %d  ECN-CE %d  FECN %d  BECN %d  PFC %d  pause %d\n",
-		c[metrics.CNP], c[metrics.ECNCE], c[metrics.FECN], c[metrics.BECN], pfcFrames(c), c[metrics.PauseFrames])
-	p("  transport: ACK %d  NAK %d  RNR NAK %d  retransmits %d  PSN gaps %d  out of order %d\n",
-		c[metrics.Acks], c[metrics.NAKs], c[metrics.RNRNAKs], c[metrics.Retransmits], c[metrics.PSNGaps], c[metrics.OutOfOrder])
-	if l := r.ReadLatency; l.Count > 0 {
-		p("  READ latency: n %d  p50 %v  p99 %v  max %v\n", l.Count, ns(l.P50), ns(l.P99), ns(l.Max))
-	}
-	if l := r.AckLatency; l.Count > 0 {
-		p("  ACK latency:  n %d  p50 %v  p99 %v  max %v\n", l.Count, ns(l.P50), ns(l.P99), ns(l.Max))
-	}
-	p("  opcodes:")
-	for op := range 256 {
-		if n := c.Opcode(uint8(op)); n > 0 {
-			p(" %s=%d", decode.Opcode(op), n)
-		}
-	}
-	p("\n")
-	if len(r.Top) > 0 {
-		p("  %-40s %-40s %8s %8s %12s %10s %s\n", "src", "dst", "dqp", "sqp", "bytes", "rate", "flags")
-		for i := range r.Top {
-			f := &r.Top[i]
-			sqp := "-"
-			if f.SQPKnown {
-				sqp = strconv.FormatUint(uint64(f.SQP), 10)
-			}
-			var flags []string
-			for _, x := range []struct {
-				on   bool
-				name string
-			}{{f.Elephant, "elephant"}, {f.Jitter, "jitter"}, {f.Estimated, "estimated"}, {f.C[metrics.FlowCNP] > 0, "cnp"}, {f.C[metrics.FlowRetransmits] > 0, "retrans"}} {
-				if x.on {
-					flags = append(flags, x.name)
-				}
-			}
-			p("  %-40s %-40s %8d %8s %12s %10s %s\n", f.Key.Src, f.Key.Dst, f.Key.DQP, sqp, humanBytes(f.C[metrics.FlowBytes]), humanRate(f.Rate), strings.Join(flags, ","))
-		}
-	}
-	if len(r.Jitter) > 0 {
-		p("  jitter flows: %d  elephants: %d\n", len(r.Jitter), len(r.Elephants))
-	}
-	p("\n")
-	_, err := t.w.Write(t.buf.Bytes())
-	return err
-}
-
-// Flush implements Sink; tables are written by Write.
-func (t *Table) Flush() error { return nil }
-
-// pfcFrames returns the PFC frames over every priority.
-func pfcFrames(c *metrics.Counters) (n uint64) {
-	for p := range 8 {
-		f, _ := c.PFC(p)
-		n += f
-	}
-	return n
-}
-
-func ns(v float64) time.Duration { return time.Duration(v) }
-
-func humanBytes(n uint64) string {
-	const unit = 1000
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
-}
-
-func humanRate(bps float64) string {
-	switch {
-	case bps >= 1e9:
-		return fmt.Sprintf("%.2f Gb/s", bps/1e9)
-	case bps >= 1e6:
-		return fmt.Sprintf("%.2f Mb/s", bps/1e6)
-	case bps >= 1e3:
-		return fmt.Sprintf("%.2f kb/s", bps/1e3)
-	}
-	return fmt.Sprintf("%.0f b/s", bps)
 }

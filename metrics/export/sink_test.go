@@ -46,7 +46,7 @@ func TestSinksWriteEachWindowAtOnce(t *testing.T) {
 	for name, open := range map[string]func(io.Writer) Sink{
 		"jsonl": func(w io.Writer) Sink { return NewJSONLines(w) },
 		"csv":   func(w io.Writer) Sink { return NewCSV(w) },
-		"table": func(w io.Writer) Sink { return NewTable(w) },
+		"table": func(w io.Writer) Sink { return NewTable(w, nil) },
 	} {
 		var log writeLog
 		s := open(&log)
