@@ -195,59 +195,6 @@ func (j *JSONLines) Write(r *report.Report) error {
 // Flush implements Sink; JSON lines are written by Write.
 func (j *JSONLines) Flush() error { return nil }
 
-// CSV writes one row per reported flow and window: every flow with
-// Config.Exact, otherwise the top flows, elephants and jitter flows.
-type CSV struct {
-	w      io.Writer
-	header bool
-	buf    []byte
-}
-
-// NewCSV returns a sink writing CSV to w.
-func NewCSV(w io.Writer) *CSV { return &CSV{w: w} }
-
-// Write implements Sink.
-func (c *CSV) Write(r *report.Report) error {
-	b := c.buf[:0]
-	if !c.header {
-		c.header = true
-		b = append(b, "window_start_ns,window_ns,host,src,dst,dqp,sqp,sport,rate_bps,prev_rate_bps,elephant,jitter,estimated"...)
-		for fc := metrics.FlowCounter(0); fc < metrics.FlowCounter(metrics.NumFlowCounters); fc++ {
-			b = append(append(b, ','), fc.String()...)
-		}
-		b = append(b, '\n')
-	}
-	host := strings.Join(r.Window.Hosts, " ")
-	for _, f := range reportedFlows(r) {
-		b = strconv.AppendInt(b, r.Window.Start, 10)
-		b = strconv.AppendInt(append(b, ','), r.Window.Length, 10)
-		b = appendCSVField(append(b, ','), host)
-		b = f.Key.Src.AppendTo(append(b, ','))
-		b = f.Key.Dst.AppendTo(append(b, ','))
-		b = strconv.AppendUint(append(b, ','), uint64(f.Key.DQP), 10)
-		b = append(b, ',')
-		if f.SQPKnown {
-			b = strconv.AppendUint(b, uint64(f.SQP), 10)
-		}
-		b = strconv.AppendUint(append(b, ','), uint64(f.Sport), 10)
-		b = appendJSONFloat(append(b, ','), f.Rate)
-		b = appendJSONFloat(append(b, ','), f.PrevRate)
-		b = strconv.AppendBool(append(b, ','), f.Elephant)
-		b = strconv.AppendBool(append(b, ','), f.Jitter)
-		b = strconv.AppendBool(append(b, ','), f.Estimated)
-		for fc := metrics.FlowCounter(0); fc < metrics.FlowCounter(metrics.NumFlowCounters); fc++ {
-			b = strconv.AppendUint(append(b, ','), f.C[fc], 10)
-		}
-		b = append(b, '\n')
-	}
-	c.buf = b
-	_, err := c.w.Write(b)
-	return err
-}
-
-// Flush implements Sink; rows are written by Write.
-func (c *CSV) Flush() error { return nil }
-
 // reportedFlows returns the flows a report lists, each once: every flow
 // with Config.Exact, otherwise the top flows, then the elephants and jitter
 // flows beyond them.
@@ -270,12 +217,4 @@ func reportedFlows(r *report.Report) []*report.FlowReport {
 		}
 	}
 	return out
-}
-
-// appendCSVField appends s, quoted when it holds a separator or a quote.
-func appendCSVField(b []byte, s string) []byte {
-	if !strings.ContainsAny(s, ",\"\n\r") {
-		return append(b, s...)
-	}
-	return append(append(b, '"'), append([]byte(strings.ReplaceAll(s, `"`, `""`)), '"')...)
 }
