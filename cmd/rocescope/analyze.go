@@ -63,7 +63,7 @@ func (a *analysis) run(ctx context.Context, e *env, sources []capture.Source) (e
 	}
 	var prom *export.Prometheus
 	if a.opts.prometheus != "" {
-		if prom, err = export.ServePrometheus(listenAddr(a.opts.prometheus)); err != nil {
+		if prom, err = export.ServePrometheus(listenAddr(a.opts.prometheus), &export.PrometheusOptions{ErrorLog: e.stderr}); err != nil {
 			return err
 		}
 		defer prom.Close()
