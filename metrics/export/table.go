@@ -62,7 +62,7 @@ func (t *Table) Write(r *report.Report) error {
 	t.buf = t.buf[:0]
 	t.fields("window", time.Unix(0, w.Start).UTC().Format(time.RFC3339Nano), time.Duration(w.Length).String(), "host "+strings.Join(w.Hosts, ","))
 	t.fields("  throughput", formatRate(float64(c[metrics.Bytes])*8/secs), sig3(float64(c[metrics.Packets])/secs/1e6)+" Mpps",
-		u(c[metrics.Packets])+" packets", formatBytes(c[metrics.Bytes]), "drops "+u(c[metrics.KernelDrops]))
+		u(c[metrics.Packets])+" packets", FormatBytes(c[metrics.Bytes]), "drops "+u(c[metrics.KernelDrops]))
 	t.fields("  frames:", "roce "+u(c[metrics.RoCEPackets]), "other "+u(c[metrics.OtherPackets]),
 		"malformed "+u(c[metrics.MalformedPackets]), "truncated "+u(c[metrics.TruncatedPackets]),
 		"late "+u(c[metrics.LatePackets]), "skipped "+u(c[metrics.SourceErrors]))
@@ -262,7 +262,7 @@ func (t *Table) flows(r *report.Report) {
 			extra[i] = c.value(f)
 		}
 		row(f.Key.Src.String(), f.Key.Dst.String(), fmt.Sprintf("0x%06x", f.Key.DQP), sqp,
-			formatBytes(f.C[metrics.FlowBytes]), formatRate(f.Rate), flowFlags(f), extra)
+			FormatBytes(f.C[metrics.FlowBytes]), formatRate(f.Rate), flowFlags(f), extra)
 	}
 }
 
@@ -329,7 +329,7 @@ func formatRate(bps float64) string {
 
 // formatBytes formats a byte count with SI units and three significant
 // digits.
-func formatBytes(n uint64) string {
+func FormatBytes(n uint64) string {
 	if n < 1000 {
 		return u(n) + " B"
 	}
