@@ -82,3 +82,33 @@ func TestTableExact(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeFirstCommand runs the README's first command (as JSON lines)
+// and checks that it shows what the README says: elephants and jitter
+// flows.
+func TestReadmeFirstCommand(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, _ := strings.Cut(string(readme), "```sh\n")
+	cmdline, _, _ := strings.Cut(block, "\n")
+	args, ok := strings.CutPrefix(cmdline, "go run ./cmd/rocescope ")
+	if !ok {
+		t.Fatalf("the README's first command is %q", cmdline)
+	}
+	fields := strings.Fields(args)
+	fields[len(fields)-1] = filepath.Join("../..", fields[len(fields)-1])
+	code, out, stderr := runCLI(t, append(fields[:1], append([]string{"--format", "jsonl"}, fields[1:]...)...)...)
+	if code != 0 {
+		t.Fatalf("%s: exit %d: %s", cmdline, code, stderr)
+	}
+	var elephants, jitter int
+	for _, r := range reports(t, out) {
+		elephants += len(r["elephants"].([]any))
+		jitter += len(r["jitter"].([]any))
+	}
+	if elephants == 0 || jitter == 0 {
+		t.Errorf("%s: %d elephants and %d jitter flows, want some of each", cmdline, elephants, jitter)
+	}
+}

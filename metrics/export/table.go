@@ -211,7 +211,7 @@ func (t *Table) flows(r *report.Report) {
 		elephant += " ≥" + formatRate(t.opts.ElephantRate)
 	}
 	if t.opts.JitterRate > 0 {
-		jitter += " ±" + formatRate(t.opts.JitterRate)
+		jitter += " Δ≥" + formatRate(t.opts.JitterRate)
 	}
 	t.fields("  flows:", head, elephant, jitter, "C CNP", "R retransmits", "~ estimated")
 	addrW := 3
