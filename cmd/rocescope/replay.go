@@ -51,7 +51,7 @@ with --keep-going the damaged records are counted and the replay goes on.`,
 				err = a.run(ctx, e, []capture.Source{src})
 				if st := src.Stats(); st.Errors > 0 {
 					files := strings.Join(args, ", ")
-					fmt.Fprintf(e.stderr, "rocescope replay: %s: %d damaged records skipped\n", files, st.Errors)
+					fmt.Fprintf(e.stderr, "rocescope replay: %s: records skipped as damaged: %d\n", files, st.Errors)
 					if st.Received == 0 && err == nil {
 						err = fmt.Errorf("%s: not a capture: no record could be read", files)
 					}

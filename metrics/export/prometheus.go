@@ -73,8 +73,11 @@ func ServePrometheus(addr string, opts *PrometheusOptions) (*Prometheus, error) 
 	if opts != nil {
 		o = *opts
 	}
-	if o.MaxConns == 0 {
+	switch {
+	case o.MaxConns == 0:
 		o.MaxConns = 64
+	case o.MaxConns < 0:
+		return nil, fmt.Errorf("export: prometheus on %s: MaxConns %d: want 0 (the default) or more", addr, o.MaxConns)
 	}
 	if o.ErrorLog == nil {
 		o.ErrorLog = io.Discard
