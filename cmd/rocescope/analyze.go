@@ -40,14 +40,17 @@ func (a *analysis) run(ctx context.Context, e *env, sources []capture.Source) (e
 	if err != nil {
 		return err
 	}
-	// Progress is drawn only on a terminal; when the reports go to the
-	// same terminal, the console erases and redraws it around them.
+	// Progress is drawn only on a terminal; the console erases and redraws
+	// it around the messages and, when they go to a terminal too (the
+	// same one, as a rule), the reports.
 	var con *console
 	if a.opts.progress && isTerminal(e.stderr) {
 		con = &console{status: e.stderr, width: ttyOf(e.stderr).Width()}
+		shared := &env{stdin: e.stdin, stdout: e.stdout, stderr: con.writer(ttyOf(e.stderr))}
 		if isTerminal(e.stdout) {
-			e = &env{stdin: e.stdin, stdout: con.reports(ttyOf(e.stdout)), stderr: e.stderr}
+			shared.stdout = con.writer(ttyOf(e.stdout))
 		}
+		e = shared
 	}
 	sink, closeSink, err := a.opts.sink(e)
 	if err != nil {

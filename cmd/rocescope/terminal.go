@@ -104,19 +104,18 @@ func (c *console) clear() {
 	c.line, c.hidden = "", false
 }
 
-// reports returns the writer for reports to out, a terminal: each write
-// erases the progress line first and draws it again when the write ends
-// a line.
-func (c *console) reports(out tty) tty { return &consoleOut{c: c, tty: out} }
+// writer returns a writer to out, the terminal's standard output (reports)
+// or standard error (messages): each write erases the progress line first
+// and draws it again when the write ends a line.
+func (c *console) writer(out tty) tty { return &consoleOut{c: c, tty: out} }
 
-// consoleOut writes reports through a console.
+// consoleOut writes reports or messages through a console.
 type consoleOut struct {
 	c *console
 	tty
 }
 
-// Write writes p to the terminal between erasing and redrawing the
-// progress line.
+// Write writes p between erasing and redrawing the progress line.
 func (o *consoleOut) Write(p []byte) (int, error) {
 	c := o.c
 	c.mu.Lock()

@@ -30,7 +30,7 @@ func TestConsoleSharesTerminal(t *testing.T) {
 	var screen bytes.Buffer
 	term := fakeTerm{&screen, 20}
 	con := &console{status: term, width: term.width}
-	out := con.reports(term)
+	out := con.writer(term)
 	out.Write([]byte("report 0\n"))
 	con.show("P1 frames")
 	out.Write([]byte("report 1 line 1\nreport 1 "))

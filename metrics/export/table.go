@@ -60,7 +60,17 @@ func (t *Table) Write(r *report.Report) error {
 	c := &w.Counters
 	secs := float64(w.Length) / 1e9
 	t.buf = t.buf[:0]
-	t.fields("window", time.Unix(0, w.Start).UTC().Format(time.RFC3339Nano), time.Duration(w.Length).String(), "host "+strings.Join(w.Hosts, ","))
+	head := []string{time.Unix(0, w.Start).UTC().Format(time.RFC3339Nano), time.Duration(w.Length).String()}
+	for i, h := range w.Hosts { // one item each, so that many hosts wrap
+		if i == 0 {
+			h = "host " + h
+		}
+		if i < len(w.Hosts)-1 {
+			h += ","
+		}
+		head = append(head, h)
+	}
+	t.fields("window", head...)
 	t.fields("  throughput", formatRate(float64(c[metrics.Bytes])*8/secs), sig3(float64(c[metrics.Packets])/secs/1e6)+" Mpps",
 		u(c[metrics.Packets])+" packets", FormatBytes(c[metrics.Bytes]), "drops "+u(c[metrics.KernelDrops]))
 	t.fields("  frames:", "roce "+u(c[metrics.RoCEPackets]), "other "+u(c[metrics.OtherPackets]),

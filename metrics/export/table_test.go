@@ -2,6 +2,7 @@ package export
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -37,7 +38,8 @@ func TestTableUnits(t *testing.T) {
 	}
 }
 
-// TestTableLongAddresses: flows whose addresses do not fit beside the
+// TestTableLongAddresses: the hosts of a merge wrap within the width, and
+// flows whose addresses do not fit beside the
 // figures at 80 columns get two lines each (addresses, then figures with
 // hex QPs); at 132 they fit on one line, and the room left takes optional columns.
 func TestTableLongAddresses(t *testing.T) {
@@ -45,7 +47,11 @@ func TestTableLongAddresses(t *testing.T) {
 	b := decode.AddrFrom16(netip.MustParseAddr("fe80::1234:5678:9abc:def1").As16())
 	f := report.FlowReport{FlowRecord: metrics.FlowRecord{Key: metrics.FlowKey{Src: a, Dst: b, DQP: 0x11}}, Rate: 40e9, Elephant: true}
 	f.C[metrics.FlowBytes] = 5e9
-	r := &report.Report{Window: &metrics.Window{Start: 1_700_000_000e9, Length: 1e9, Hosts: []string{"h"}}, Top: []report.FlowReport{f}}
+	var hosts []string
+	for i := range 12 {
+		hosts = append(hosts, fmt.Sprintf("capture-host-%02d", i))
+	}
+	r := &report.Report{Window: &metrics.Window{Start: 1_700_000_000e9, Length: 1e9, Hosts: hosts}, Top: []report.FlowReport{f}}
 	for _, tc := range []struct {
 		width int
 		rows  []string
@@ -66,6 +72,9 @@ func TestTableLongAddresses(t *testing.T) {
 			t.Fatal(err)
 		}
 		lines := strings.Split(strings.TrimSuffix(out.String(), "\n\n"), "\n")
+		if !strings.HasPrefix(lines[0], "window 2023-11-14T22:13:20Z  1s  host capture-host-00,  capture-host-01,") {
+			t.Errorf("width %d: header %q", tc.width, lines[0])
+		}
 		for _, l := range lines {
 			if utf8.RuneCountInString(l) > tc.width {
 				t.Errorf("width %d: line too long: %q", tc.width, l)
