@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +21,8 @@ type analysis struct {
 	opts     *reportOptions
 	live     bool
 	progress func() string // extra progress text (percent of file), or nil
+	// progressEvery is how often progress is drawn (default half a second).
+	progressEvery time.Duration
 }
 
 // run analyzes the frames of sources and writes the reports and states.
@@ -39,6 +40,18 @@ func (a *analysis) run(ctx context.Context, e *env, sources []capture.Source) (e
 	if err != nil {
 		return err
 	}
+	// Progress is drawn only on a terminal; the console erases and redraws
+	// it around the messages and, when they go to a terminal too (the
+	// same one, as a rule), the reports.
+	var con *console
+	if a.opts.progress && isTerminal(e.stderr) {
+		con = &console{status: e.stderr, width: ttyOf(e.stderr).Width()}
+		shared := &env{stdin: e.stdin, stdout: e.stdout, stderr: con.writer(ttyOf(e.stderr))}
+		if isTerminal(e.stdout) {
+			shared.stdout = con.writer(ttyOf(e.stdout))
+		}
+		e = shared
+	}
 	sink, closeSink, err := a.opts.sink(e)
 	if err != nil {
 		return err
@@ -53,13 +66,13 @@ func (a *analysis) run(ctx context.Context, e *env, sources []capture.Source) (e
 	}
 	var prom *export.Prometheus
 	if a.opts.prometheus != "" {
-		if prom, err = export.ServePrometheus(listenAddr(a.opts.prometheus)); err != nil {
+		if prom, err = export.ServePrometheus(listenAddr(a.opts.prometheus), &export.PrometheusOptions{ErrorLog: e.stderr}); err != nil {
 			return err
 		}
 		defer prom.Close()
 		fmt.Fprintf(e.stderr, "rocescope: serving metrics on http://%s/metrics\n", prom.Addr())
 	}
-	stopProgress := a.showProgress(e, eng)
+	stopProgress := a.showProgress(con, eng)
 	defer stopProgress()
 
 	err = eng.Run(ctx, sources, func(w *metrics.Window) error {
@@ -91,11 +104,10 @@ func listenAddr(addr string) string {
 	return addr
 }
 
-// showProgress prints a progress line on standard error every half second
-// while it is a terminal, and returns the function that stops it.
-func (a *analysis) showProgress(e *env, eng *metrics.Engine) func() {
-	f, ok := e.stderr.(*os.File)
-	if !a.opts.progress || !ok || !isTerminal(f) {
+// showProgress draws a progress line on the console, when there is one,
+// every progressEvery, and returns the function that stops and erases it.
+func (a *analysis) showProgress(con *console, eng *metrics.Engine) func() {
+	if con == nil {
 		return func() {}
 	}
 	done := make(chan struct{})
@@ -104,12 +116,16 @@ func (a *analysis) showProgress(e *env, eng *metrics.Engine) func() {
 	go func() {
 		defer wg.Done()
 		start, last, lastN := time.Now(), time.Now(), uint64(0)
-		t := time.NewTicker(500 * time.Millisecond)
+		every := a.progressEvery
+		if every == 0 {
+			every = 500 * time.Millisecond
+		}
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
 			case <-done:
-				fmt.Fprint(f, "\r\033[K")
+				con.clear()
 				return
 			case now := <-t.C:
 				n := eng.Frames()
@@ -119,7 +135,7 @@ func (a *analysis) showProgress(e *env, eng *metrics.Engine) func() {
 				if a.progress != nil {
 					extra = "  " + a.progress()
 				}
-				fmt.Fprintf(f, "\r\033[Krocescope: %d frames  %.2f Mpps  %s%s", n, rate/1e6, now.Sub(start).Round(time.Second), extra)
+				con.show(fmt.Sprintf("rocescope: %d frames  %.2f Mpps  %s%s", n, rate/1e6, now.Sub(start).Round(time.Second), extra))
 			}
 		}
 	}()

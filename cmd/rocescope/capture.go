@@ -124,6 +124,9 @@ func openLive(e *env, mode, iface string, queues []int, workers int, all bool) (
 		if err == nil {
 			return l, nil
 		}
+		if errors.Is(err, capture.ErrInterfaceNotFound) {
+			return nil, err // AF_PACKET would not find it either
+		}
 		fmt.Fprintf(e.stderr, "rocescope capture: AF_XDP unavailable (%v); using AF_PACKET\n", err)
 		return afp()
 	}

@@ -80,6 +80,22 @@ func formatRate(v float64) string {
 	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
+// port is a flag value holding a UDP port, 1 to 65535.
+type port uint16
+
+func (p *port) String() string { return strconv.Itoa(int(*p)) }
+
+func (p *port) Type() string { return "port" }
+
+func (p *port) Set(s string) error {
+	v, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || v < 1 || v > 65535 {
+		return fmt.Errorf("want a UDP port from 1 to 65535")
+	}
+	*p = port(v)
+	return nil
+}
+
 // reportOptions are the flags every command that writes reports shares.
 type reportOptions struct {
 	window       time.Duration
@@ -95,7 +111,7 @@ type reportOptions struct {
 	output       string
 	prometheus   string
 	stateOut     string
-	rocePort     uint16
+	rocePort     port
 	progress     bool
 	inputs       []string // what the run reads, for reports that name it (html)
 }
@@ -107,29 +123,36 @@ func (o *reportOptions) bind(fs *pflag.FlagSet) {
 	o.jitterRate = rate(metrics.DefaultJitterRate)
 	fs.DurationVar(&o.window, "window", metrics.DefaultWindow, "window length; windows are aligned to multiples of it since the Unix epoch")
 	fs.DurationVar(&o.lateness, "lateness", 0, "how long after its end a window still takes late frames (default window/10)")
-	fs.IntVar(&o.top, "top", metrics.DefaultTop, "flows in each window's top list")
+	fs.IntVar(&o.top, "top", metrics.DefaultTop, "flows in each window's top list (at least 1)")
 	fs.Var(&o.elephantRate, "elephant-rate", "a flow at or above this rate in a window is an elephant (bits/s; 10M, 2.5G, 400G)")
 	fs.Var(&o.jitterRate, "jitter-rate", "an elephant whose rate changes by this much between adjacent windows is a jitter flow (bits/s)")
 	fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "worker goroutines (flows are sharded by connection)")
-	fs.IntVar(&o.tableSize, "table-size", metrics.DefaultTableSize, "QP table capacity in flows; flows beyond it are counted by the sketches only")
+	fs.IntVar(&o.tableSize, "table-size", metrics.DefaultTableSize, "QP table capacity in flows, from --workers to 268435456; flows beyond it are counted by the sketches only")
 	fs.BoolVar(&o.exact, "exact", false, "list every flow and print the sketches' measured error next to their estimates")
 	fs.StringVar(&o.host, "host", "", "host name written into reports and states (default: this machine's name)")
 	fs.StringVar(&o.format, "format", "", "report format: jsonl, csv, table or html (a self-contained page of charts; needs -o FILE) (default: table on a terminal, jsonl otherwise)")
 	fs.StringVarP(&o.output, "output", "o", "-", "write reports to this file (- is standard output)")
 	fs.StringVar(&o.prometheus, "prometheus", "", "serve current totals on http://ADDR/metrics (\":9100\" binds 127.0.0.1:9100; give a host to bind elsewhere)")
 	fs.StringVar(&o.stateOut, "state-out", "", "write each window's mergeable state to this file, or to one file per window if it is a directory (a path ending in / is created as one)")
-	fs.Uint16Var(&o.rocePort, "roce-port", metrics.DefaultRoCEPort, "UDP destination port of RoCEv2")
+	o.rocePort = metrics.DefaultRoCEPort
+	fs.Var(&o.rocePort, "roce-port", "UDP destination port of RoCEv2 (1 to 65535)")
 	fs.BoolVar(&o.progress, "progress", true, "show progress on standard error when it is a terminal")
 	fs.String("config", "", "read flag values from this YAML file (keys are flag names; flags on the command line win)")
 }
+
+// maxTableSize is the largest QP table the engine takes (2^28 flows).
+const maxTableSize = 1 << 28
 
 // config returns the engine configuration the flags describe.
 func (o *reportOptions) config(live bool) (*metrics.Config, error) {
 	if o.workers < 1 {
 		return nil, usagef("--workers %d: want at least 1", o.workers)
 	}
-	if o.top < 0 {
-		return nil, usagef("--top %d: want 0 or more", o.top)
+	if o.top < 1 {
+		return nil, usagef("--top %d: want at least 1", o.top)
+	}
+	if o.tableSize < o.workers || o.tableSize > maxTableSize {
+		return nil, usagef("--table-size %d: want between --workers (%d) and %d flows", o.tableSize, o.workers, maxTableSize)
 	}
 	if o.window < time.Millisecond {
 		return nil, usagef("--window %v: want at least 1ms", o.window)
@@ -146,7 +169,7 @@ func (o *reportOptions) config(live bool) (*metrics.Config, error) {
 		Top:          o.top,
 		ElephantRate: float64(o.elephantRate),
 		JitterRate:   float64(o.jitterRate),
-		RoCEPort:     o.rocePort,
+		RoCEPort:     uint16(o.rocePort),
 		Exact:        o.exact,
 		Live:         live,
 	}, nil
@@ -177,9 +200,7 @@ func (o *reportOptions) sink(e *env) (export.Sink, func() error, error) {
 	closeFn := func() error { return nil }
 	terminal := false
 	if o.output == "-" || o.output == "" {
-		if f, ok := e.stdout.(*os.File); ok {
-			terminal = isTerminal(f)
-		}
+		terminal = isTerminal(e.stdout)
 	} else {
 		f, err := os.Create(o.output)
 		if err != nil {
@@ -201,18 +222,12 @@ func (o *reportOptions) sink(e *env) (export.Sink, func() error, error) {
 	case "csv":
 		s = export.NewCSV(w)
 	case "table":
-		s = export.NewTable(w)
+		s = export.NewTable(w, &export.TableOptions{Width: tableWidth(w), ElephantRate: float64(o.elephantRate), JitterRate: float64(o.jitterRate)})
 	default:
 		closeFn()
 		return nil, nil, usagef("--format %q: want jsonl, csv, table or html", format)
 	}
 	return s, func() error { return errors.Join(s.Flush(), closeFn()) }, nil
-}
-
-// isTerminal reports whether f is a character device (a terminal).
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // applyConfigFile sets every flag named in the YAML file of --config that

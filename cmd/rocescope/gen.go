@@ -14,6 +14,7 @@ import (
 	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/capture/file"
 	"github.com/rocescope/rocescope/capture/synth"
+	"github.com/rocescope/rocescope/metrics/export"
 )
 
 func genCommand() *command {
@@ -28,7 +29,12 @@ NAKs, go-back-N retransmissions after losses, ECN-CE marks with the CNPs they
 cause, PFC pause frames, flows whose rate swings between windows, IPv4 and
 IPv6, VLAN tags and non-RoCE background frames. With --truth it also writes,
 as JSON, exactly what the trace holds per window: the figures a replay must
-report.`,
+report.
+
+Files grow with --packets: whole frames average about 1.5 kB, so the default
+100000 frames make about 150 MB and --packets 1000000 about 1.5 GB; --snaplen
+128 cuts that to about 135 bytes a frame. Gen prints its estimate on standard
+error before it writes.`,
 		example: `  rocescope gen -o /tmp/demo.pcap && rocescope replay /tmp/demo.pcap
   rocescope gen -o big.pcap --packets 10000000 --flows 100000 --seed 7 --truth big.truth.json
   rocescope gen -o cut.pcap --snaplen 128      # frames cut as a mirror port with truncation would`,
@@ -71,6 +77,11 @@ report.`,
 // generate writes the trace cfg describes to path and its truth to
 // truthPath when set.
 func generate(ctx context.Context, e *env, cfg *synth.Config, path, truthPath string) (err error) {
+	size, err := estimateSize(ctx, cfg)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	fmt.Fprintf(e.stderr, "rocescope gen: writing %d frames to %s: about %s\n", cfg.Packets, path, export.FormatBytes(uint64(size)))
 	src, err := synth.New(cfg)
 	if err != nil {
 		return usagef("%v", err)
@@ -107,4 +118,37 @@ func generate(ctx context.Context, e *env, cfg *synth.Config, path, truthPath st
 		return err
 	}
 	return os.WriteFile(truthPath, append(data, '\n'), 0o644)
+}
+
+// Header lengths of the classic pcap files gen writes.
+const (
+	pcapFileHeader   = 24
+	pcapRecordHeader = 16
+)
+
+// estimateSize returns about how many bytes the pcap file of cfg takes:
+// the mean record of the first frames (at most 20000) times the frames.
+func estimateSize(ctx context.Context, cfg *synth.Config) (int64, error) {
+	sample := *cfg
+	sample.Packets = min(cfg.Packets, 20000)
+	src, err := synth.New(&sample)
+	if err != nil {
+		return 0, err
+	}
+	defer src.Close()
+	var frames, bytes int64
+	err = capture.Each(ctx, src, capture.NewBatch(256), func(b *capture.Batch) error {
+		for _, f := range b.Frames {
+			n := len(f.Data)
+			if cfg.SnapLen > 0 {
+				n = min(n, cfg.SnapLen)
+			}
+			frames, bytes = frames+1, bytes+int64(pcapRecordHeader+n)
+		}
+		return nil
+	})
+	if err != nil || frames == 0 {
+		return 0, err
+	}
+	return pcapFileHeader + bytes*int64(cfg.Packets)/frames, nil
 }

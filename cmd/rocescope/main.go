@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -112,7 +113,9 @@ func run(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "rocescope %s: interrupted\n", c.name)
 		return 130
 	default:
-		fmt.Fprintf(e.stderr, "rocescope %s: %v\n", c.name, err)
+		// Errors of package capture start with "capture: ", which the
+		// command's name already says.
+		fmt.Fprintf(e.stderr, "rocescope %s: %s\n", c.name, strings.TrimPrefix(err.Error(), c.name+": "))
 		return 1
 	}
 }

@@ -183,7 +183,7 @@ func TestReplayFormats(t *testing.T) {
 		t.Fatalf("csv: exit %d: %s", code, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if !strings.HasPrefix(lines[0], "window_start_ns,") || len(lines) < 2 {
+	if !strings.HasPrefix(lines[0], "row,window_start_ns,") || len(lines) < 2 {
 		t.Errorf("csv output does not start with a header:\n%.300s", out)
 	}
 	cols := len(strings.Split(lines[0], ","))

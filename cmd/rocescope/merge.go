@@ -50,6 +50,9 @@ with status 0.`,
 		flags: func(fs *pflag.FlagSet) runner {
 			var o reportOptions
 			o.bind(fs)
+			for _, f := range ignoredByMerge {
+				fs.MarkHidden(f.flag) // accepted, for shared --config files, but not offered
+			}
 			follow := fs.Bool("follow", false, "keep watching the directories for new state files")
 			hosts := fs.StringSlice("hosts", nil, "with --follow: the hosts whose states complete a window")
 			timeout := fs.Duration("timeout", 10*time.Second, "with --follow: emit a window this long after its first state even if hosts are missing")
@@ -93,6 +96,8 @@ var ignoredByMerge = []struct{ flag, why string }{
 	{"host", "reports list the hosts whose states they merge"},
 	{"state-out", "merge writes reports only"},
 	{"prometheus", "merge writes reports only"},
+	{"table-size", "the states carry their flows"},
+	{"progress", "merge shows no progress"},
 }
 
 // merger merges window states into reports.

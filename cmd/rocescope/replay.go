@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -49,7 +50,11 @@ with --keep-going the damaged records are counted and the replay goes on.`,
 				a := &analysis{opts: &o, progress: func() string { return progressText(src.Progress()) }}
 				err = a.run(ctx, e, []capture.Source{src})
 				if st := src.Stats(); st.Errors > 0 {
-					fmt.Fprintf(e.stderr, "rocescope replay: %d damaged records skipped\n", st.Errors)
+					files := strings.Join(args, ", ")
+					fmt.Fprintf(e.stderr, "rocescope replay: %s: records skipped as damaged: %d\n", files, st.Errors)
+					if st.Received == 0 && err == nil {
+						err = fmt.Errorf("%s: not a capture: no record could be read", files)
+					}
 				}
 				return err
 			}

@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"runtime/debug"
 
 	"github.com/spf13/pflag"
+
+	"github.com/rocescope/rocescope/internal/buildinfo"
 )
 
 func versionCommand() *command {
@@ -19,18 +20,7 @@ func versionCommand() *command {
 				if len(args) > 0 {
 					return usagef("version takes no arguments")
 				}
-				v := "(devel)"
-				if bi, ok := debug.ReadBuildInfo(); ok {
-					if bi.Main.Version != "" {
-						v = bi.Main.Version
-					}
-					for _, s := range bi.Settings {
-						if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-							v += " " + s.Value[:12]
-						}
-					}
-				}
-				fmt.Fprintf(e.stdout, "rocescope %s %s %s/%s\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+				fmt.Fprintf(e.stdout, "rocescope %s %s %s/%s\n", buildinfo.Version(), buildinfo.GoVersion(), runtime.GOOS, runtime.GOARCH)
 				return nil
 			}
 		},

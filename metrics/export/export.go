@@ -1,8 +1,6 @@
 package export
 
 import (
-	"bufio"
-	"fmt"
 	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/metrics/report"
 	"io"
@@ -16,9 +14,13 @@ import (
 
 // Sink writes reports somewhere.
 type Sink interface {
-	// Write writes one window's report.
+	// Write writes one window's report. The text sinks (JSON lines, CSV,
+	// table) hand the whole window to their writer in one Write call
+	// before they return, so that a reader of a pipe or file sees each
+	// window as soon as it closes.
 	Write(r *report.Report) error
-	// Flush writes out anything buffered.
+	// Flush writes out anything a sink holds back until the run ends (the
+	// HTML page); the text sinks hold nothing back.
 	Flush() error
 }
 
@@ -176,12 +178,12 @@ func AppendFlowJSON(b []byte, f *report.FlowReport) []byte {
 
 // JSONLines writes one JSON object per window and line.
 type JSONLines struct {
-	w   *bufio.Writer
+	w   io.Writer
 	buf []byte
 }
 
 // NewJSONLines returns a sink writing JSON lines to w.
-func NewJSONLines(w io.Writer) *JSONLines { return &JSONLines{w: bufio.NewWriter(w)} }
+func NewJSONLines(w io.Writer) *JSONLines { return &JSONLines{w: w} }
 
 // Write implements Sink.
 func (j *JSONLines) Write(r *report.Report) error {
@@ -190,64 +192,13 @@ func (j *JSONLines) Write(r *report.Report) error {
 	return err
 }
 
-// Flush implements Sink.
-func (j *JSONLines) Flush() error { return j.w.Flush() }
+// Flush implements Sink; JSON lines are written by Write.
+func (j *JSONLines) Flush() error { return nil }
 
-// CSV writes one row per reported flow and window: every flow with
-// Config.Exact, otherwise the top flows, elephants and jitter flows.
-type CSV struct {
-	w      *bufio.Writer
-	header bool
-	buf    []byte
-}
-
-// NewCSV returns a sink writing CSV to w.
-func NewCSV(w io.Writer) *CSV { return &CSV{w: bufio.NewWriter(w)} }
-
-// Write implements Sink.
-func (c *CSV) Write(r *report.Report) error {
-	b := c.buf[:0]
-	if !c.header {
-		c.header = true
-		b = append(b, "window_start_ns,window_ns,host,src,dst,dqp,sqp,sport,rate_bps,prev_rate_bps,elephant,jitter,estimated"...)
-		for fc := metrics.FlowCounter(0); fc < metrics.FlowCounter(metrics.NumFlowCounters); fc++ {
-			b = append(append(b, ','), fc.String()...)
-		}
-		b = append(b, '\n')
-	}
-	host := strings.Join(r.Window.Hosts, " ")
-	for _, f := range csvFlows(r) {
-		b = strconv.AppendInt(b, r.Window.Start, 10)
-		b = strconv.AppendInt(append(b, ','), r.Window.Length, 10)
-		b = appendCSVField(append(b, ','), host)
-		b = f.Key.Src.AppendTo(append(b, ','))
-		b = f.Key.Dst.AppendTo(append(b, ','))
-		b = strconv.AppendUint(append(b, ','), uint64(f.Key.DQP), 10)
-		b = append(b, ',')
-		if f.SQPKnown {
-			b = strconv.AppendUint(b, uint64(f.SQP), 10)
-		}
-		b = strconv.AppendUint(append(b, ','), uint64(f.Sport), 10)
-		b = appendJSONFloat(append(b, ','), f.Rate)
-		b = appendJSONFloat(append(b, ','), f.PrevRate)
-		b = strconv.AppendBool(append(b, ','), f.Elephant)
-		b = strconv.AppendBool(append(b, ','), f.Jitter)
-		b = strconv.AppendBool(append(b, ','), f.Estimated)
-		for fc := metrics.FlowCounter(0); fc < metrics.FlowCounter(metrics.NumFlowCounters); fc++ {
-			b = strconv.AppendUint(append(b, ','), f.C[fc], 10)
-		}
-		b = append(b, '\n')
-	}
-	c.buf = b
-	_, err := c.w.Write(b)
-	return err
-}
-
-// Flush implements Sink.
-func (c *CSV) Flush() error { return c.w.Flush() }
-
-// csvFlows returns the flows a CSV row is written for, each once.
-func csvFlows(r *report.Report) []*report.FlowReport {
+// reportedFlows returns the flows a report lists, each once: every flow
+// with Config.Exact, otherwise the top flows, then the elephants and jitter
+// flows beyond them.
+func reportedFlows(r *report.Report) []*report.FlowReport {
 	if r.All != nil {
 		out := make([]*report.FlowReport, len(r.All))
 		for i := range r.All {
@@ -266,113 +217,4 @@ func csvFlows(r *report.Report) []*report.FlowReport {
 		}
 	}
 	return out
-}
-
-// appendCSVField appends s, quoted when it holds a separator or a quote.
-func appendCSVField(b []byte, s string) []byte {
-	if !strings.ContainsAny(s, ",\"\n\r") {
-		return append(b, s...)
-	}
-	return append(append(b, '"'), append([]byte(strings.ReplaceAll(s, `"`, `""`)), '"')...)
-}
-
-// Table writes a readable summary per window for a terminal.
-type Table struct {
-	w *bufio.Writer
-}
-
-// NewTable returns a sink writing readable tables to w.
-func NewTable(w io.Writer) *Table { return &Table{w: bufio.NewWriter(w)} }
-
-// Write implements Sink.
-func (t *Table) Write(r *report.Report) error {
-	w := r.Window
-	c := &w.Counters
-	p := func(format string, a ...any) { fmt.Fprintf(t.w, format, a...) }
-	p("window %s  %v  host %s\n", time.Unix(0, w.Start).UTC().Format(time.RFC3339Nano), time.Duration(w.Length), strings.Join(w.Hosts, ","))
-	p("  packets %d (%s)  roce %d  other %d  malformed %d  truncated %d  late %d  kernel drops %d\n",
-		c[metrics.Packets], humanBytes(c[metrics.Bytes]), c[metrics.RoCEPackets], c[metrics.OtherPackets], c[metrics.MalformedPackets], c[metrics.TruncatedPackets], c[metrics.LatePackets], c[metrics.KernelDrops])
-	p("  flows ~%.0f (%s, ±%.2g%%)  tracked %d  exact %v  messages %d\n",
-		r.Flows.Value, r.Flows.Method, 100*r.Flows.RelErr, len(w.Flows), r.Exact, c[metrics.Messages])
-	p("  congestion: CNP %d  ECN-CE %d  FECN %d  BECN %d  PFC %d  pause %d\n",
-		c[metrics.CNP], c[metrics.ECNCE], c[metrics.FECN], c[metrics.BECN], pfcFrames(c), c[metrics.PauseFrames])
-	p("  transport: ACK %d  NAK %d  RNR NAK %d  retransmits %d  PSN gaps %d  out of order %d\n",
-		c[metrics.Acks], c[metrics.NAKs], c[metrics.RNRNAKs], c[metrics.Retransmits], c[metrics.PSNGaps], c[metrics.OutOfOrder])
-	if l := r.ReadLatency; l.Count > 0 {
-		p("  READ latency: n %d  p50 %v  p99 %v  max %v\n", l.Count, ns(l.P50), ns(l.P99), ns(l.Max))
-	}
-	if l := r.AckLatency; l.Count > 0 {
-		p("  ACK latency:  n %d  p50 %v  p99 %v  max %v\n", l.Count, ns(l.P50), ns(l.P99), ns(l.Max))
-	}
-	p("  opcodes:")
-	for op := range 256 {
-		if n := c.Opcode(uint8(op)); n > 0 {
-			p(" %s=%d", decode.Opcode(op), n)
-		}
-	}
-	p("\n")
-	if len(r.Top) > 0 {
-		p("  %-40s %-40s %8s %8s %12s %10s %s\n", "src", "dst", "dqp", "sqp", "bytes", "rate", "flags")
-		for i := range r.Top {
-			f := &r.Top[i]
-			sqp := "-"
-			if f.SQPKnown {
-				sqp = strconv.FormatUint(uint64(f.SQP), 10)
-			}
-			var flags []string
-			for _, x := range []struct {
-				on   bool
-				name string
-			}{{f.Elephant, "elephant"}, {f.Jitter, "jitter"}, {f.Estimated, "estimated"}, {f.C[metrics.FlowCNP] > 0, "cnp"}, {f.C[metrics.FlowRetransmits] > 0, "retrans"}} {
-				if x.on {
-					flags = append(flags, x.name)
-				}
-			}
-			p("  %-40s %-40s %8d %8s %12s %10s %s\n", f.Key.Src, f.Key.Dst, f.Key.DQP, sqp, humanBytes(f.C[metrics.FlowBytes]), humanRate(f.Rate), strings.Join(flags, ","))
-		}
-	}
-	if len(r.Jitter) > 0 {
-		p("  jitter flows: %d  elephants: %d\n", len(r.Jitter), len(r.Elephants))
-	}
-	p("\n")
-	return nil
-}
-
-// Flush implements Sink.
-func (t *Table) Flush() error { return t.w.Flush() }
-
-// pfcFrames returns the PFC frames over every priority.
-func pfcFrames(c *metrics.Counters) (n uint64) {
-	for p := range 8 {
-		f, _ := c.PFC(p)
-		n += f
-	}
-	return n
-}
-
-func ns(v float64) time.Duration { return time.Duration(v) }
-
-func humanBytes(n uint64) string {
-	const unit = 1000
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
-}
-
-func humanRate(bps float64) string {
-	switch {
-	case bps >= 1e9:
-		return fmt.Sprintf("%.2f Gb/s", bps/1e9)
-	case bps >= 1e6:
-		return fmt.Sprintf("%.2f Mb/s", bps/1e6)
-	case bps >= 1e3:
-		return fmt.Sprintf("%.2f kb/s", bps/1e3)
-	}
-	return fmt.Sprintf("%.0f b/s", bps)
 }

@@ -1,16 +1,23 @@
 package export
 
 import (
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
 	"github.com/rocescope/rocescope/internal/enginetest"
 	"github.com/rocescope/rocescope/internal/testframes"
 	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/metrics/report"
-	"io"
-	"net/http"
-	"regexp"
-	"strconv"
-	"strings"
-	"testing"
 )
 
 // TestPrometheusExposition serves the totals of the hand-made trace's
@@ -23,7 +30,7 @@ func TestPrometheusExposition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := ServePrometheus("127.0.0.1:0")
+	p, err := ServePrometheus("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +54,7 @@ func TestPrometheusExposition(t *testing.T) {
 		t.Errorf("content type %q", ct)
 	}
 	series := map[string]float64{}
-	sample := regexp.MustCompile(`^(rocescope_[a-z0-9_]+(\{[^}]*\})?) ([0-9.e+-]+)$`)
+	sample := regexp.MustCompile(`^(rocescope_[a-z0-9_]+(\{[^}]*\})?) ([0-9.e+-]+|NaN)$`)
 	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
 		if strings.HasPrefix(line, "#") {
 			continue
@@ -72,4 +79,197 @@ func TestPrometheusExposition(t *testing.T) {
 	if got := series[`rocescope_opcode_packets_total{opcode="10",name="RC RDMA WRITE Only"}`]; got != float64(want.Opcode(10)) {
 		t.Errorf(`opcode 10 packets = %v, want %d`, got, want.Opcode(10))
 	}
+}
+
+// scrape returns the body of one GET of /metrics on a fresh connection.
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape: status %d, %v", resp.StatusCode, err)
+	}
+	return string(body)
+}
+
+// TestPrometheusTextFormat checks the exposition against the rules of the
+// text format 0.0.4 a scraper relies on: every sample's family has one
+// HELP and one TYPE line before its first sample, HELP texts differ
+// between families, summaries have quantile samples and _sum and _count,
+// and rocescope_build_info names the version and Go.
+func TestPrometheusTextFormat(t *testing.T) {
+	p, err := ServePrometheus("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, r := range handReports(t, &metrics.Config{Workers: 1, Host: "h"}) {
+		p.Update(r)
+	}
+	text := scrape(t, p.Addr())
+	types := map[string]string{}
+	helps := map[string]string{} // help text → family
+	quantiles := map[string][]string{}
+	parts := map[string]int{} // summary family → _sum and _count samples
+	line := regexp.MustCompile(`^([a-z_:][a-z0-9_:]*)(\{(?:[a-z_]+="[^"]*",?)*\})? (\S+)$`)
+	for _, l := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == "#" {
+			switch name := f[2]; f[1] {
+			case "HELP":
+				help := strings.Join(f[3:], " ")
+				if other, dup := helps[help]; dup || help == "" {
+					t.Errorf("%s: HELP %q empty or the same as %s's", name, help, other)
+				}
+				helps[help] = name
+			case "TYPE":
+				if _, dup := types[name]; dup {
+					t.Errorf("%s: second TYPE line", name)
+				}
+				types[name] = f[3]
+			}
+			continue
+		}
+		m := line.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("not a sample line: %q", l)
+		}
+		if _, err := strconv.ParseFloat(m[3], 64); err != nil {
+			t.Errorf("%q: value: %v", l, err)
+		}
+		name, family := m[1], m[1]
+		for _, suffix := range []string{"_sum", "_count"} {
+			if base := strings.TrimSuffix(name, suffix); base != name && types[base] == "summary" {
+				family = base
+				parts[base]++
+			}
+		}
+		typ, ok := types[family]
+		if !ok {
+			t.Errorf("%q: no TYPE line before it", l)
+		}
+		if typ == "summary" && family == name {
+			q := regexp.MustCompile(`quantile="([0-9.]+)"`).FindStringSubmatch(m[2])
+			if q == nil {
+				t.Errorf("%q: summary sample without a quantile label", l)
+			} else {
+				quantiles[family] = append(quantiles[family], q[1])
+			}
+		}
+	}
+	for _, s := range []string{"rocescope_read_latency_seconds", "rocescope_ack_latency_seconds"} {
+		if types[s] != "summary" || strings.Join(quantiles[s], " ") != "0.5 0.9 0.99 0.999" || parts[s] != 2 {
+			t.Errorf("%s: type %q, quantiles %q, %d of _sum and _count", s, types[s], quantiles[s], parts[s])
+		}
+	}
+	if !regexp.MustCompile(`(?m)^rocescope_build_info\{version="[^"]+",goversion="go1\.[^"]+"\} 1$`).MatchString(text) {
+		t.Errorf("no rocescope_build_info with version and goversion:\n%s", text)
+	}
+}
+
+// TestPrometheusSurvivesIdleConnections opens 200 idle connections: the
+// endpoint closes all but its limit of them, still answers scrapes, and
+// holds no more than the limit.
+func TestPrometheusSurvivesIdleConnections(t *testing.T) {
+	p, err := ServePrometheus("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var idle []net.Conn
+	for range 200 {
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		idle = append(idle, c)
+	}
+	for range 2 {
+		if body := scrape(t, p.Addr()); !strings.Contains(body, "rocescope_windows_total 0") {
+			t.Errorf("scrape: no windows_total:\n%.200s", body)
+		}
+	}
+	closed := 0
+	for _, c := range idle {
+		c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); err == io.EOF {
+			closed++
+		}
+	}
+	if closed < 200-64 {
+		t.Errorf("%d of 200 idle connections closed, want at least %d", closed, 200-64)
+	}
+	if n := heldConns(p.ln); n > 64 {
+		t.Errorf("%d connections held, want at most 64", n)
+	}
+}
+
+// heldConns returns the number of connections l holds.
+func heldConns(l *connLimit) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
+}
+
+// failingListener fails its first n accepts with EMFILE, as a process out
+// of file descriptors does.
+type failingListener struct {
+	net.Listener
+	n int
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.n > 0 {
+		l.n--
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestPrometheusRetriesAccept: accept failures are retried with backoff
+// and logged once, and the server goes on serving.
+func TestPrometheusRetriesAccept(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged syncLog
+	l := newConnLimit(&failingListener{Listener: inner, n: 5}, 64, log.New(&logged, "", 0))
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }), ConnState: l.track}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	defer srv.Close()
+	scrape(t, inner.Addr().String())
+	want := "accept: accept tcp: accept4: too many open files; retrying with backoff\naccept: working again after 5 failures\n"
+	if got := logged.String(); got != want {
+		t.Errorf("log:\n%q\nwant\n%q", got, want)
+	}
+	select {
+	case err := <-served:
+		t.Errorf("server stopped: %v", err)
+	default:
+	}
+}
+
+// syncLog is a log destination safe for concurrent use.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncLog) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncLog) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of the table tests")
+
+// demoTable replays testdata/demo.pcap as a table at the given width
+// ($COLUMNS) with thresholds that give elephants and jitter flows.
+func demoTable(t *testing.T, width int, extra ...string) string {
+	t.Helper()
+	t.Setenv("COLUMNS", strconv.Itoa(width))
+	args := append([]string{"replay", "--format", "table", "--host", "demo", "--workers", "1",
+		"--elephant-rate", "4M", "--jitter-rate", "1M"}, extra...)
+	code, out, stderr := runCLI(t, append(args, "../../testdata/demo.pcap")...)
+	if code != 0 {
+		t.Fatalf("replay: exit %d: %s", code, stderr)
+	}
+	return out
+}
+
+// TestTableGolden compares the table of testdata/demo.pcap at 80 and 132
+// columns with its golden file (go test -run TestTableGolden -update
+// rewrites them) and checks that no line is wider than the terminal.
+func TestTableGolden(t *testing.T) {
+	for _, width := range []int{80, 132} {
+		got := demoTable(t, width)
+		for i, line := range strings.Split(got, "\n") {
+			if n := utf8.RuneCountInString(line); n > width {
+				t.Errorf("width %d: line %d has %d columns: %q", width, i+1, n, line)
+			}
+		}
+		golden := filepath.Join("testdata", "demo-table-"+strconv.Itoa(width)+".golden")
+		if *update {
+			if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(string(want), got); diff != "" {
+			t.Errorf("width %d: table differs from %s (-want +got):\n%s", width, golden, diff)
+		}
+	}
+}
+
+// TestTableExact: with --exact the table lists every flow the window
+// tracked, says so, and shows the sketches' measured error.
+func TestTableExact(t *testing.T) {
+	out := demoTable(t, 80, "--exact")
+	windows := strings.Split(strings.TrimSpace(out), "\n\n")
+	if len(windows) != 3 {
+		t.Fatalf("%d windows, want 3:\n%s", len(windows), out)
+	}
+	for _, w := range windows {
+		var tracked, rows int
+		inFlows := false
+		for _, line := range strings.Split(w, "\n") {
+			if _, after, ok := strings.Cut(line, "tracked "); ok {
+				tracked, _ = strconv.Atoi(strings.TrimSuffix(strings.Fields(after)[0], ","))
+			}
+			switch {
+			case strings.HasPrefix(line, "  src "):
+				inFlows = true
+			case inFlows:
+				rows++
+			}
+		}
+		if tracked == 0 || rows != tracked || !strings.Contains(w, "all "+strconv.Itoa(tracked)+" (--exact)") || !strings.Contains(w, "sketch error:") {
+			t.Errorf("tracked %d, %d flow rows; want all of them, the heading and the sketch error:\n%s", tracked, rows, w)
+		}
+	}
+}
+
+// TestReadmeFirstCommand runs the README's first command (as JSON lines)
+// and checks that it shows what the README says: elephants and jitter
+// flows.
+func TestReadmeFirstCommand(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, _ := strings.Cut(string(readme), "```sh\n")
+	cmdline, _, _ := strings.Cut(block, "\n")
+	args, ok := strings.CutPrefix(cmdline, "go run ./cmd/rocescope ")
+	if !ok {
+		t.Fatalf("the README's first command is %q", cmdline)
+	}
+	fields := strings.Fields(args)
+	fields[len(fields)-1] = filepath.Join("../..", fields[len(fields)-1])
+	code, out, stderr := runCLI(t, append(fields[:1], append([]string{"--format", "jsonl"}, fields[1:]...)...)...)
+	if code != 0 {
+		t.Fatalf("%s: exit %d: %s", cmdline, code, stderr)
+	}
+	var elephants, jitter int
+	for _, r := range reports(t, out) {
+		elephants += len(r["elephants"].([]any))
+		jitter += len(r["jitter"].([]any))
+	}
+	if elephants == 0 || jitter == 0 {
+		t.Errorf("%s: %d elephants and %d jitter flows, want some of each", cmdline, elephants, jitter)
+	}
+}

@@ -1,0 +1,146 @@
+package export
+
+import (
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/rocescope/rocescope/metrics"
+	"github.com/rocescope/rocescope/metrics/report"
+)
+
+// CSV writes one row of window totals per window, followed by one row per
+// flow the report lists (every flow with Config.Exact, otherwise the top
+// flows and the elephants and jitter flows beyond them). The first line is
+// the header; a column holds the same figure in every row that has it:
+//
+//   - row: "window" or "flow";
+//   - window_start_ns, window_ns, host (hosts joined by spaces): every row;
+//   - src, dst, dqp, sqp (when known), sport, prev_rate_bps, elephant,
+//     jitter, estimated: flow rows;
+//   - rate_bps: bits/s of the flow, or of the whole window;
+//   - the per-flow counters of the JSON report (bytes, payload_bytes,
+//     packets, messages, cnp, ecn_ce, fecn, becn, retransmits, psn_gaps,
+//     out_of_order, acks, naks, rnr_naks, and the latency sums and counts,
+//     cnp_carried): flow rows, and window rows for those the window counts
+//     too;
+//   - the window counters the flows do not have (roce_packets,
+//     other_packets, malformed_packets, truncated_packets, kernel_drops and
+//     the rest of the JSON report's counters), flows (the estimate),
+//     flows_tracked and exact: window rows.
+//
+// Cells a row does not have are empty.
+type CSV struct {
+	w      io.Writer
+	header bool
+	buf    []byte
+}
+
+// NewCSV returns a sink writing CSV to w.
+func NewCSV(w io.Writer) *CSV { return &CSV{w: w} }
+
+// csvFlowHead are the columns of a flow's identity and rate.
+const csvFlowHead = "src,dst,dqp,sqp,sport,rate_bps,prev_rate_bps,elephant,jitter,estimated"
+
+// windowCounterOf maps each per-flow counter to the index of the window
+// counter of the same name, or -1; windowOnly are the window counters no flow counter
+// names.
+var windowCounterOf, windowOnly = csvCounters()
+
+func csvCounters() (of [metrics.NumFlowCounters]int, only []metrics.Counter) {
+	named := make(map[string]bool)
+	for fc := range of {
+		of[fc] = -1
+		for c := metrics.Counter(0); c < metrics.Counter(metrics.NumScalar); c++ {
+			if c.String() == metrics.FlowCounter(fc).String() {
+				of[fc] = int(c)
+				named[c.String()] = true
+			}
+		}
+	}
+	for c := metrics.Counter(0); c < metrics.Counter(metrics.NumScalar); c++ {
+		if !named[c.String()] {
+			only = append(only, c)
+		}
+	}
+	return of, only
+}
+
+// Write implements Sink.
+func (c *CSV) Write(r *report.Report) error {
+	b := c.buf[:0]
+	if !c.header {
+		c.header = true
+		b = append(b, "row,window_start_ns,window_ns,host,"+csvFlowHead...)
+		for fc := range metrics.NumFlowCounters {
+			b = append(append(b, ','), metrics.FlowCounter(fc).String()...)
+		}
+		for _, wc := range windowOnly {
+			b = append(append(b, ','), wc.String()...)
+		}
+		b = append(b, ",flows,flows_tracked,exact\n"...)
+	}
+	w := r.Window
+	host := strings.Join(w.Hosts, " ")
+	prefix := func(b []byte, row string) []byte {
+		b = append(b, row...)
+		b = strconv.AppendInt(append(b, ','), w.Start, 10)
+		b = strconv.AppendInt(append(b, ','), w.Length, 10)
+		return appendCSVField(append(b, ','), host)
+	}
+	// The window row.
+	b = prefix(b, "window")
+	b = append(b, ",,,,,,"...) // src, dst, dqp, sqp, sport, then rate_bps
+	b = appendJSONFloat(b, float64(w.Counters[metrics.Bytes])*8*1e9/float64(w.Length))
+	b = append(b, ",,,,"...) // prev_rate_bps, elephant, jitter, estimated
+	for _, wc := range windowCounterOf {
+		b = append(b, ',')
+		if wc >= 0 {
+			b = strconv.AppendUint(b, w.Counters[metrics.Counter(wc)], 10)
+		}
+	}
+	for _, wc := range windowOnly {
+		b = strconv.AppendUint(append(b, ','), w.Counters[wc], 10)
+	}
+	b = strconv.AppendUint(append(b, ','), uint64(math.Round(r.Flows.Value)), 10)
+	b = strconv.AppendInt(append(b, ','), int64(len(w.Flows)), 10)
+	b = strconv.AppendBool(append(b, ','), r.Exact)
+	b = append(b, '\n')
+	// The flow rows.
+	for _, f := range reportedFlows(r) {
+		b = prefix(b, "flow")
+		b = f.Key.Src.AppendTo(append(b, ','))
+		b = f.Key.Dst.AppendTo(append(b, ','))
+		b = strconv.AppendUint(append(b, ','), uint64(f.Key.DQP), 10)
+		b = append(b, ',')
+		if f.SQPKnown {
+			b = strconv.AppendUint(b, uint64(f.SQP), 10)
+		}
+		b = strconv.AppendUint(append(b, ','), uint64(f.Sport), 10)
+		b = appendJSONFloat(append(b, ','), f.Rate)
+		b = appendJSONFloat(append(b, ','), f.PrevRate)
+		b = strconv.AppendBool(append(b, ','), f.Elephant)
+		b = strconv.AppendBool(append(b, ','), f.Jitter)
+		b = strconv.AppendBool(append(b, ','), f.Estimated)
+		for fc := range metrics.NumFlowCounters {
+			b = strconv.AppendUint(append(b, ','), f.C[fc], 10)
+		}
+		b = append(b, strings.Repeat(",", len(windowOnly)+3)...)
+		b = append(b, '\n')
+	}
+	c.buf = b
+	_, err := c.w.Write(b)
+	return err
+}
+
+// Flush implements Sink; rows are written by Write.
+func (c *CSV) Flush() error { return nil }
+
+// appendCSVField appends s, quoted when it holds a separator or a quote.
+func appendCSVField(b []byte, s string) []byte {
+	if !strings.ContainsAny(s, ",\"\n\r") {
+		return append(b, s...)
+	}
+	return append(append(b, '"'), append([]byte(strings.ReplaceAll(s, `"`, `""`)), '"')...)
+}

@@ -1,0 +1,81 @@
+package export
+
+import (
+	"bytes"
+	"encoding/csv"
+	"strconv"
+	"testing"
+
+	"github.com/rocescope/rocescope/metrics"
+)
+
+// TestCSVReadsBack parses the CSV of the hand-made trace with
+// encoding/csv: one window row per window holding the window's counters
+// and throughput, then one flow row per listed flow, every row as wide as
+// the header, and the cells a row does not have empty.
+func TestCSVReadsBack(t *testing.T) {
+	rs := handReports(t, &metrics.Config{Workers: 1, Host: "h", ElephantRate: 50e3, JitterRate: 10e3})
+	var out bytes.Buffer
+	s := NewCSV(&out)
+	for _, r := range rs {
+		if err := s.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := csv.NewReader(&out).ReadAll()
+	if err != nil {
+		t.Fatalf("CSV does not parse: %v", err)
+	}
+	col := make(map[string]int)
+	for i, name := range rows[0] {
+		if _, dup := col[name]; dup {
+			t.Fatalf("column %q twice", name)
+		}
+		col[name] = i
+	}
+	cell := func(row []string, name string) string {
+		i, ok := col[name]
+		if !ok {
+			t.Fatalf("no column %q", name)
+		}
+		return row[i]
+	}
+	rows = rows[1:]
+	for _, r := range rs {
+		w := r.Window
+		if len(rows) == 0 || cell(rows[0], "row") != "window" {
+			t.Fatalf("window %d: no window row", w.Start)
+		}
+		win := rows[0]
+		for _, c := range []metrics.Counter{metrics.Packets, metrics.Bytes, metrics.RoCEPackets, metrics.OtherPackets,
+			metrics.MalformedPackets, metrics.TruncatedPackets, metrics.KernelDrops, metrics.CNP, metrics.Retransmits, metrics.PSNGaps} {
+			if got := cell(win, c.String()); got != strconv.FormatUint(w.Counters[c], 10) {
+				t.Errorf("window %d %s = %q, want %d", w.Start, c, got, w.Counters[c])
+			}
+		}
+		if got, want := cell(win, "rate_bps"), strconv.FormatUint(w.Counters[metrics.Bytes]*8*uint64(1e9/w.Length), 10); got != want {
+			t.Errorf("window rate_bps = %s, want %s", got, want)
+		}
+		if got := cell(win, "window_start_ns"); got != strconv.FormatInt(w.Start, 10) {
+			t.Errorf("window_start_ns = %s, want %d", got, w.Start)
+		}
+		for _, empty := range []string{"src", "dqp", "elephant", "read_latency_count", "cnp_carried"} {
+			if cell(win, empty) != "" {
+				t.Errorf("window row has %s = %q", empty, cell(win, empty))
+			}
+		}
+		flows := reportedFlows(r)
+		for i, f := range flows {
+			row := rows[1+i]
+			if cell(row, "row") != "flow" || cell(row, "src") != f.Key.Src.String() || cell(row, "dqp") != strconv.FormatUint(uint64(f.Key.DQP), 10) ||
+				cell(row, "bytes") != strconv.FormatUint(f.C[metrics.FlowBytes], 10) || cell(row, "elephant") != strconv.FormatBool(f.Elephant) ||
+				cell(row, "roce_packets") != "" || cell(row, "flows") != "" {
+				t.Errorf("window %d flow %d: row %q does not match %+v", w.Start, i, row, f.Key)
+			}
+		}
+		rows = rows[1+len(flows):]
+	}
+	if len(rows) != 0 {
+		t.Errorf("%d rows left over", len(rows))
+	}
+}
