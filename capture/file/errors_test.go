@@ -161,19 +161,24 @@ func TestOpenErrors(t *testing.T) {
 			t.Errorf("Open(%q, %+v) error %v, want %q", c.paths, c.opts, err, c.want)
 		}
 	}
-	// A file that goes away after Open fails when its turn comes.
-	paths := writeTemp(t, pc, pc)
-	src, err := Open(paths, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	if err := os.Remove(paths[1]); err != nil {
-		t.Fatal(err)
-	}
-	got, err := readAll(t, src, 2)
-	if len(got) != 3 || !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), paths[1]) {
-		t.Errorf("read %d frames and error %v, want 3 and fs.ErrNotExist naming %s", len(got), err, paths[1])
+	// A file that goes away after Open fails when its turn comes: read one
+	// after another, after the frames of the first file; merged, at once,
+	// as every file is opened at the first Next.
+	for _, concat := range []bool{true, false} {
+		paths := writeTemp(t, pc, pc)
+		src, err := Open(paths, &Options{Concat: concat})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		if err := os.Remove(paths[1]); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readAll(t, src, 2)
+		want := map[bool]int{true: 3, false: 0}[concat]
+		if len(got) != want || !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), paths[1]) {
+			t.Errorf("Concat %v: read %d frames and error %v, want %d and fs.ErrNotExist naming %s", concat, len(got), err, want, paths[1])
+		}
 	}
 }
 

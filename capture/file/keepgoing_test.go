@@ -39,7 +39,7 @@ func TestKeepGoing(t *testing.T) {
 		{"files", [][]byte{pc, []byte("not a capture"), nil, ng, pc[:60]}, append(append(pcWant[:3:3], ngWant...), pcWant[0]), 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, src, err := readFiles(t, &Options{KeepGoing: true}, c.files...)
+			got, src, err := readFiles(t, &Options{KeepGoing: true, Concat: true}, c.files...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -47,7 +47,7 @@ func TestStdin(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			file := writeTemp(t, pc)[0]
-			src, err := open([]string{"-", file}, nil, pipe(t, c.file, 7))
+			src, err := open([]string{"-", file}, &Options{Concat: true}, pipe(t, c.file, 7))
 			if err != nil {
 				t.Fatal(err)
 			}
