@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/rocescope/rocescope/capture"
@@ -100,17 +99,6 @@ func writeBenchPcapng(w io.Writer) error {
 		}
 	}
 	return nil
-}
-
-// cpuTime returns the CPU time the process has used, user and system, in
-// ns: on a shared machine it measures the reader's cost better than the
-// wall clock does. It is 0 where the platform does not tell.
-func cpuTime() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 func TestMain(m *testing.M) {

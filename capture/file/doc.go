@@ -75,6 +75,12 @@
 // any time. Close is idempotent; a Next running at the time of Close returns
 // os.ErrClosed with an empty batch, and so does every later Next.
 //
+// Close also ends a Next that waits for a named pipe. On Linux a named pipe
+// is opened with O_NONBLOCK, so that open(2) does not wait for a writer;
+// Next then waits in the runtime's poller until a writer has sent bytes or
+// has come and gone, and Close ends that wait. Elsewhere open(2) of a pipe
+// without a writer blocks, and Close cannot end it.
+//
 // A Writer is not safe for concurrent use.
 //
 // # Damage

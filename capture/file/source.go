@@ -522,12 +522,15 @@ func (s *Source) openNext(win *window) (*input, error) {
 	var raw io.Reader = s.stdin
 	minFill := 0 // a pipe delivers what it has, without waiting for a chunk
 	if path != "-" {
-		f, err := os.Open(path)
+		f, err := openInput(path)
 		if err != nil {
 			return in, fmt.Errorf("capture: %w", err)
 		}
 		in.file, raw = f, f
 		if err := s.track(f); err != nil {
+			return in, fmt.Errorf("capture: %s: %w", path, err)
+		}
+		if err := waitInput(f); err != nil {
 			return in, fmt.Errorf("capture: %s: %w", path, err)
 		}
 		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
