@@ -94,6 +94,11 @@
 // With Options.KeepGoing the damage is counted in Stats().Errors instead and
 // reading goes on at the next plausible record, or with the next file.
 //
+// A file whose first bytes start no known format is not damaged but no
+// capture at all ("capture: notes.txt: not a capture file (pcap, pcapng,
+// ERF or gzip of one): first bytes ..."): its error wraps [ErrNotCapture]
+// (and so [ErrBadMagic]) and ends reading even with Options.KeepGoing.
+//
 // Records longer than Options.SnapLimit, and pcapng section, interface and
 // packet blocks longer than it plus 64 KiB, are damage: no length field
 // makes the reader allocate. Longer blocks of other types are skipped

@@ -80,6 +80,13 @@ func fuzzRead(t *testing.T, data []byte, small bool) (frames, keptFrames []frame
 	}
 	for _, stdin := range []bool{false, true} {
 		kept, kerr, st := read(stdin, true)
+		if errors.Is(err, ErrNotCapture) {
+			// No capture at all: KeepGoing fails alike.
+			if !errors.Is(kerr, ErrNotCapture) || len(kept) != 0 || len(mapped) != 0 || st.Errors != 0 {
+				t.Fatalf("not a capture: KeepGoing read %d frames (%+v) and error %v", len(kept), st, kerr)
+			}
+			continue
+		}
 		if kerr != nil {
 			t.Fatalf("KeepGoing: error %v", kerr)
 		}

@@ -48,7 +48,9 @@ type Options struct {
 	// lengths but bad contents is skipped alone). Where nothing is found,
 	// or the damage leaves nothing to search (a bad file header or first
 	// section header, a read error, a corrupt gzip stream, a file that
-	// cannot be opened), reading goes on with the next file.
+	// cannot be opened), reading goes on with the next file. A file whose
+	// first bytes start no known format (ErrNotCapture) is an error all
+	// the same.
 	//
 	// Stats().Errors counts the records skipped: one per damaged record,
 	// and one per damaged region (bytes skipped in one search), whose
@@ -321,7 +323,7 @@ func (s *Source) fill(b *capture.Batch) error {
 // with the next file: with KeepGoing, unless the file is no capture at all
 // or the source was closed.
 func (s *Source) skippable(err error) bool {
-	return s.opts.KeepGoing && !errors.Is(err, os.ErrClosed)
+	return s.opts.KeepGoing && !errors.Is(err, ErrNotCapture) && !errors.Is(err, os.ErrClosed)
 }
 
 // merge is fill for files merged by time. It opens every file at the
@@ -636,7 +638,11 @@ func (s *Source) pick(in *input, magic []byte) error {
 			return fmt.Errorf("capture: %s: %w: file of %d bytes ends inside the magic % x", path, ErrTruncated, len(magic), m)
 		}
 	}
-	return fmt.Errorf("capture: %s: %w: first bytes % x are neither pcap, pcapng nor gzip", path, ErrBadMagic, magic[:min(len(magic), 4)])
+	where := ""
+	if in.count != nil {
+		where = " in gzip"
+	}
+	return fmt.Errorf("capture: %s: %w: first bytes % x%s", path, ErrNotCapture, magic[:min(len(magic), 4)], where)
 }
 
 // isPcapMagic reports whether b starts with a classic pcap magic, in
