@@ -49,7 +49,9 @@
 // time order. Every file is opened at the first Next, and a file that
 // cannot be opened fails it (with Options.KeepGoing it is counted and left
 // out); each file being read keeps its descriptor, its mapping or, for a
-// pipe or gzip, its own two read buffers (8 MiB) until it ends. Up to 256
+// pipe or gzip, its own two read buffers (4 MiB each, of which a gzip file
+// fills 64 KiB at a time, so that files the merge has not come to yet hold
+// little) until it ends. Up to 256
 // frames of each file are read ahead; they stay in the file's memory, not
 // copied. Once only one file is left, frames are read straight into the
 // batch, as for a single file. Options.Concat reads the files one after

@@ -241,3 +241,32 @@ func TestMergeDamage(t *testing.T) {
 		t.Errorf("KeepGoing: Stats() = %+v, want %d received and 1 error", s, len(want))
 	}
 }
+
+// TestMergeReadAhead merges gzip files, as a rotated capture's, and checks
+// that after the first Next each file not yet reached holds at most
+// mergeMinFill bytes read ahead (plus a record), not the 1 MiB chunks read
+// from a single gzip file: all of them are read from the start.
+func TestMergeReadAhead(t *testing.T) {
+	all := synthFrames(t, synth.Config{Seed: 5, Packets: 40000, SnapLen: 128})
+	var files [][]byte
+	const n = 8
+	for i := range n {
+		files = append(files, gz(t, pcapBytes(t, all[i*len(all)/n:(i+1)*len(all)/n])))
+	}
+	src, err := Open(writeTemp(t, files...), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if err := src.Next(capture.NewBatch(64)); err != nil {
+		t.Fatal(err)
+	}
+	if len(src.ins) != n {
+		t.Fatalf("%d files open, want %d", len(src.ins), n)
+	}
+	for i, in := range src.ins[1:] {
+		if k := len(in.win.data); k > mergeMinFill+pcapRecordHeaderLen+128 {
+			t.Errorf("file %d: %d bytes buffered, want at most %d", i+2, k, mergeMinFill+pcapRecordHeaderLen+128)
+		}
+	}
+}

@@ -23,6 +23,11 @@ const maxSnapLimit = 64 << 20
 const (
 	bufferSize  = 4 << 20
 	fileMinFill = 1 << 20 // regular files (gzip) are read in chunks of at least this
+	// mergeMinFill replaces fileMinFill when files are merged: every file
+	// is read from the start, and what a refill reads ahead stays in
+	// memory until the merge comes to it (a rotated capture of 1000 gzip
+	// files would hold 1 GiB).
+	mergeMinFill = 64 << 10
 )
 
 // Options configure a [Source]. The zero value and nil mean the defaults.
@@ -537,6 +542,9 @@ func (s *Source) openNext(win *window) (*input, error) {
 		}
 		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
 			minFill = fileMinFill
+			if s.merging {
+				minFill = mergeMinFill
+			}
 			if known := s.sizes[index]; known >= 0 && known != fi.Size() {
 				s.total.Add(fi.Size() - known) // the file changed since Open
 				s.sizes[index] = fi.Size()
