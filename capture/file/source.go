@@ -98,11 +98,9 @@ type Source struct {
 	open   []*os.File // files being read, for Close to interrupt Next
 
 	next     int      // index in paths of the next file to open
-	in       *input   // reading one after another: current file; nil between files
-	win      window   // reading one after another: unread bytes of the current file
-	ins      []*input // merging: the files not finished, in the order of paths
-	merging  bool     // files are merged by time
-	started  bool     // merging: every file has been opened
+	ins      []*input // the files open and not finished, in the order of paths
+	win      window   // reading one after another: the window the files share
+	merging  bool     // several files merged by time: each has its own window
 	spent    [][]byte // mappings of finished files, released at the next Next
 	finished int64    // bytes of the files finished, for Progress
 	err      error    // error that ended reading, returned by every later Next
@@ -125,10 +123,11 @@ type input struct {
 	rd     reader
 	ended  bool // the reader has nothing more to give
 
-	// Merging only.
-	head capture.Batch // frames read ahead; head.Frames[next:] are not delivered yet
+	// Frames read ahead, when merging: head.Frames[next:] are not delivered
+	// yet, and err came after them.
+	head capture.Batch
 	next int
-	err  error // error that came after the frames in head
+	err  error
 }
 
 // reader reads one file format out of the window.
@@ -262,6 +261,16 @@ func (s *Source) Next(b *capture.Batch) error {
 }
 
 // fill is Next without the guard against Close.
+//
+// It keeps the files being read in s.ins, in the order of paths: all of
+// them from the first call when merging, else one at a time. Over and
+// over, it finds the file whose next frame is the earliest (the first such
+// file in the order of paths on a tie) and moves that file's frames, up to
+// the next frame of any other file, into b. Each file's frames are read
+// ahead into its head batch, where they point into the file's own window,
+// whose buffers stay lent until the frames have been delivered and the
+// following Next has begun. A file alone, with nothing read ahead, is read
+// straight into b.
 func (s *Source) fill(b *capture.Batch) error {
 	b.Frames = b.Frames[:0]
 	if cap(b.Frames) == 0 {
@@ -274,96 +283,20 @@ func (s *Source) fill(b *capture.Batch) error {
 		unmapFile(m)
 	}
 	s.spent = s.spent[:0]
-	if s.merging {
-		return s.merge(b)
-	}
 	s.win.lent = [2]bool{}
-
-	for len(b.Frames) < cap(b.Frames) {
-		if s.in == nil {
-			if s.next == len(s.paths) {
-				break
-			}
-			in, err := s.openNext(&s.win)
-			s.in = in
-			if err != nil {
-				if s.skippable(err) {
-					s.errors.Add(1)
-					s.finish(in)
-					s.in = nil
-					continue
-				}
-				return s.stop(b, err)
-			}
-		}
-		err := s.in.rd.read(b)
-		if err == nil {
-			continue
-		}
-		if err == errFull {
-			break
-		}
-		if err == io.EOF {
-			s.finish(s.in)
-			s.in = nil
-			continue
-		}
-		if !s.opts.KeepGoing {
-			return s.stop(b, err)
-		}
-		s.errors.Add(1)
-		if !s.in.rd.resync() {
-			s.finish(s.in)
-			s.in = nil
-		}
-	}
-	s.account(b)
-	if len(b.Frames) == 0 {
-		return io.EOF
-	}
-	return nil
-}
-
-// skippable reports whether err, from opening a file, lets reading go on
-// with the next file: with KeepGoing, unless the file is no capture at all
-// or the source was closed.
-func (s *Source) skippable(err error) bool {
-	return s.opts.KeepGoing && !errors.Is(err, ErrNotCapture) && !errors.Is(err, os.ErrClosed)
-}
-
-// merge is fill for files merged by time. It opens every file at the
-// first call. Then, over and over, it finds the file whose next frame is
-// the earliest (the first such file in the order of paths on a tie) and
-// moves that file's frames up to the next frame of any other file into b.
-// Each file's frames are read ahead into its head batch; they point into
-// the file's own window, whose buffers stay lent until the frames have
-// been delivered and the following Next has begun.
-func (s *Source) merge(b *capture.Batch) error {
-	if !s.started {
-		s.started = true
-		for s.next < len(s.paths) {
-			in, err := s.openNext(&window{size: s.windowSize()})
-			if err != nil {
-				s.finish(in)
-				if s.skippable(err) {
-					s.errors.Add(1)
-					continue
-				}
-				return s.stop(b, err)
-			}
-			in.head = capture.Batch{Frames: make([]capture.Frame, 0, headFrames)}
-			s.ins = append(s.ins, in)
-		}
-	}
 	for _, in := range s.ins {
 		if in.next == len(in.head.Frames) {
 			in.win.lent = [2]bool{}
 		}
 	}
-	for len(b.Frames) < cap(b.Frames) && len(s.ins) > 0 {
-		if len(s.ins) == 1 && s.ins[0].next == len(s.ins[0].head.Frames) && s.ins[0].err == nil {
-			// One file left with nothing read ahead: read it straight into b.
-			in := s.ins[0]
+	for len(b.Frames) < cap(b.Frames) {
+		if err := s.openFiles(); err != nil {
+			return s.stop(b, err)
+		}
+		if len(s.ins) == 0 {
+			break
+		}
+		if in := s.ins[0]; len(s.ins) == 1 && in.next == len(in.head.Frames) && in.err == nil {
 			if err := s.advance(in, b); err != nil {
 				if err == errFull {
 					break
@@ -397,40 +330,9 @@ func (s *Source) merge(b *capture.Batch) error {
 			}
 			i++
 		}
-		if len(s.ins) == 0 {
-			break
+		if len(s.ins) > 0 {
+			s.take(b)
 		}
-		// The earliest file, and the earliest of the others.
-		m := 0
-		for i := 1; i < len(s.ins); i++ {
-			if s.ins[i].head.Frames[s.ins[i].next].Time < s.ins[m].head.Frames[s.ins[m].next].Time {
-				m = i
-			}
-		}
-		in := s.ins[m]
-		lo := in.next
-		hi := min(len(in.head.Frames), lo+cap(b.Frames)-len(b.Frames))
-		bound, after := int64(0), -1
-		for i, o := range s.ins {
-			if t := o.head.Frames[o.next].Time; i != m && (after < 0 || t < bound) {
-				bound, after = t, i
-			}
-		}
-		if after >= 0 {
-			// A frame of in goes before one of another file at the same
-			// time when in comes first in paths.
-			first := m < after
-			n := lo
-			for n < hi {
-				if t := in.head.Frames[n].Time; t > bound || t == bound && !first {
-					break
-				}
-				n++
-			}
-			hi = n
-		}
-		b.Frames = append(b.Frames, in.head.Frames[lo:hi]...)
-		in.next = hi
 	}
 	s.account(b)
 	if len(b.Frames) == 0 {
@@ -439,12 +341,81 @@ func (s *Source) merge(b *capture.Batch) error {
 	return nil
 }
 
+// openFiles opens the files to read: when merging, every file at the first
+// call; else the next file when none is open. A file that fails to open is
+// skipped with KeepGoing, else its error is returned.
+func (s *Source) openFiles() error {
+	for s.next < len(s.paths) && (s.merging || len(s.ins) == 0) {
+		win := &s.win // one after another, the files share the window and its buffers
+		if s.merging {
+			win = &window{size: s.windowSize()}
+		}
+		in, err := s.openNext(win)
+		if err != nil {
+			s.finish(in)
+			if s.skippable(err) {
+				s.errors.Add(1)
+				continue
+			}
+			return err
+		}
+		s.ins = append(s.ins, in)
+	}
+	return nil
+}
+
+// skippable reports whether err, from opening a file, lets reading go on
+// with the next file: with KeepGoing, unless the file is no capture at all
+// or the source was closed.
+func (s *Source) skippable(err error) bool {
+	return s.opts.KeepGoing && !errors.Is(err, ErrNotCapture) && !errors.Is(err, os.ErrClosed)
+}
+
+// take moves into b the frames read ahead of the file whose next frame is
+// the earliest, up to the next frame of any other file. Every file in
+// s.ins has a frame read ahead.
+func (s *Source) take(b *capture.Batch) {
+	m := 0
+	for i := 1; i < len(s.ins); i++ {
+		if s.ins[i].head.Frames[s.ins[i].next].Time < s.ins[m].head.Frames[s.ins[m].next].Time {
+			m = i
+		}
+	}
+	in := s.ins[m]
+	lo := in.next
+	hi := min(len(in.head.Frames), lo+cap(b.Frames)-len(b.Frames))
+	bound, after := int64(0), -1 // the earliest next frame of the others, and its file
+	for i, o := range s.ins {
+		if t := o.head.Frames[o.next].Time; i != m && (after < 0 || t < bound) {
+			bound, after = t, i
+		}
+	}
+	if after >= 0 {
+		// A frame of in goes before one of another file at the same time
+		// when in comes first in paths.
+		first := m < after
+		n := lo
+		for n < hi {
+			if t := in.head.Frames[n].Time; t > bound || t == bound && !first {
+				break
+			}
+			n++
+		}
+		hi = n
+	}
+	b.Frames = append(b.Frames, in.head.Frames[lo:hi]...)
+	in.next = hi
+}
+
 // ahead reads the next frames of in into its head. It returns nil with
 // frames in the head, or with none when in has ended; the error after the
 // frames of a damaged file, once they have been delivered; or errFull when
 // the window holds frames lent in this Next call, which happens only after
 // some of them went into the batch.
 func (s *Source) ahead(in *input) error {
+	if in.head.Frames == nil {
+		in.head.Frames = make([]capture.Frame, 0, headFrames)
+	}
 	in.head.Frames, in.next = in.head.Frames[:0], 0
 	if in.err != nil {
 		return in.err
@@ -486,9 +457,6 @@ func (s *Source) advance(in *input, b *capture.Batch) error {
 func (s *Source) account(b *capture.Batch) {
 	s.received.Add(uint64(len(b.Frames)))
 	done := s.finished
-	if s.in != nil {
-		done += s.in.offset()
-	}
 	for _, in := range s.ins {
 		done += in.offset()
 	}
@@ -692,10 +660,6 @@ func (s *Source) drop(in *input) {
 // release frees everything; the caller holds s.mu and Next is not running.
 func (s *Source) release() {
 	s.open = nil
-	if s.in != nil {
-		s.drop(s.in)
-		s.in = nil
-	}
 	for _, in := range s.ins {
 		s.drop(in)
 	}
