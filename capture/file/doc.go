@@ -46,7 +46,9 @@
 // sorted), so the merge is stable. Files that follow each other in time, as
 // a rotated capture's do, come out exactly as read one after another; the
 // captures of two mirrors of the same minutes come out interleaved, in
-// time order. Every file is opened at the first Next, and a file that
+// time order. Frame.Port stays the pcapng interface ID within the frame's
+// own file (mergecap renumbers interfaces across files; the reader does
+// not). Every file is opened at the first Next, and a file that
 // cannot be opened fails it (with Options.KeepGoing it is counted and left
 // out); each file being read keeps its descriptor, its mapping or, for a
 // pipe or gzip, its own two read buffers (4 MiB each, of which a gzip file
