@@ -36,10 +36,12 @@ func benchFile(b *testing.B, kind string) string {
 		}
 		benchDir = dir
 		benchFiles = map[string]string{
-			"pcap":   filepath.Join(dir, "bench.pcap"),
-			"pcapng": filepath.Join(dir, "bench.pcapng"),
+			"pcap":      filepath.Join(dir, "bench.pcap"),
+			"pcap-next": filepath.Join(dir, "bench-next.pcap"),
+			"pcapng":    filepath.Join(dir, "bench.pcapng"),
 		}
-		writeBenchFile(b, benchFiles["pcap"], writeBenchPcap)
+		writeBenchFile(b, benchFiles["pcap"], func(w io.Writer) error { return writeBenchPcap(w, 0) })
+		writeBenchFile(b, benchFiles["pcap-next"], func(w io.Writer) error { return writeBenchPcap(w, benchRecords*1000) })
 		writeBenchFile(b, benchFiles["pcapng"], writeBenchPcapng)
 	})
 	return benchFiles[kind]
@@ -65,15 +67,15 @@ func writeBenchFile(b *testing.B, path string, body func(w io.Writer) error) {
 }
 
 // writeBenchPcap writes benchRecords records of benchSnap bytes as classic
-// pcap with the writer.
-func writeBenchPcap(w io.Writer) error {
+// pcap with the writer, 1 µs apart from start ns on.
+func writeBenchPcap(w io.Writer, start int64) error {
 	pw, err := NewWriter(w, &WriterOptions{SnapLen: benchSnap})
 	if err != nil {
 		return err
 	}
 	data := make([]byte, 1500)
 	for i := range benchRecords {
-		if err := pw.WriteFrame(int64(i)*1000, data, len(data)); err != nil {
+		if err := pw.WriteFrame(start+int64(i)*1000, data, len(data)); err != nil {
 			return err
 		}
 	}
@@ -120,6 +122,7 @@ func benchRead(b *testing.B, kind string, mapped bool, batch int) {
 	b.SetBytes(fi.Size() / benchRecords)
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	var (
 		src *Source
 		f   *os.File
@@ -157,6 +160,76 @@ func benchRead(b *testing.B, kind string, mapped bool, batch int) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/record")
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/record")
+}
+
+// benchReadPaths reads the mapped files over and over with opts; one b.N
+// is one record.
+func benchReadPaths(b *testing.B, paths []string, opts *Options, batch int) {
+	var size int64
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size += fi.Size()
+	}
+	bt := capture.NewBatch(batch)
+	b.SetBytes(size / int64(len(paths)*benchRecords))
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	var src *Source
+	for i := 0; i < b.N; {
+		if src == nil {
+			var err error
+			if src, err = Open(paths, opts); err != nil {
+				b.Fatal(err)
+			}
+		}
+		switch err := src.Next(bt); err {
+		case nil:
+			i += len(bt.Frames)
+		case io.EOF:
+			src.Close()
+			src = nil
+		default:
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if src != nil {
+		src.Close()
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/record")
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/record")
+}
+
+// BenchmarkReadFiles reads two mapped pcap files: one after another
+// (Concat), merged when they follow each other in time (a rotated
+// capture), and merged when they hold the same times (two mirrors), where
+// the merge alternates between the files at every frame.
+func BenchmarkReadFiles(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		kinds []string
+		opts  *Options
+	}{
+		{"concat", []string{"pcap", "pcap-next"}, &Options{Concat: true}},
+		{"merge-rotated", []string{"pcap", "pcap-next"}, nil},
+		{"merge-mirrors", []string{"pcap", "pcap"}, nil},
+	} {
+		for _, n := range []int{64, 1024} {
+			b.Run(fmt.Sprintf("%s/batch=%d", c.name, n), func(b *testing.B) {
+				var paths []string
+				for _, k := range c.kinds {
+					paths = append(paths, benchFile(b, k))
+				}
+				benchReadPaths(b, paths, c.opts, n)
+			})
+		}
+	}
 }
 
 // benchReadAll runs benchRead for mapped and read input and several batch

@@ -1,8 +1,9 @@
 // Package file replays capture files as a [capture.Source] and writes
 // classic pcap files.
 //
-// [Open] reads one or more files one after another; "-" names standard
-// input. The format is found from the first bytes, never from the name:
+// [Open] reads one or more files, merged by frame time (see "Several
+// files" below); "-" names standard input. The format is found from the
+// first bytes, never from the name:
 //
 //   - classic pcap, with the microsecond or the nanosecond magic, in either
 //     byte order;
@@ -36,13 +37,39 @@
 // error, or when unmapped input has filled both read buffers with frames of
 // the batch.
 //
+// # Several files
+//
+// Several files are merged by frame time, as mergecap merges them: Next
+// delivers, over and over, the next frame of the file whose next frame is
+// the earliest, and of the first such file in the order given on a tie.
+// Each file keeps its own order (a file whose times go backwards is not
+// sorted), so the merge is stable. Files that follow each other in time, as
+// a rotated capture's do, come out exactly as read one after another; the
+// captures of two mirrors of the same minutes come out interleaved, in
+// time order. Frame.Port stays the pcapng interface ID within the frame's
+// own file (mergecap renumbers interfaces across files; the reader does
+// not). Every file is opened at the first Next, and a file that
+// cannot be opened fails it (with Options.KeepGoing it is counted and left
+// out); each file being read keeps its descriptor, its mapping or, for a
+// pipe or gzip, its own two read buffers (4 MiB each, of which a gzip file
+// fills 64 KiB at a time, so that files the merge has not come to yet hold
+// little) until it ends. Up to 256
+// frames of each file are read ahead; they stay in the file's memory, not
+// copied. Once only one file is left, frames are read straight into the
+// batch, as for a single file. Options.Concat reads the files one after
+// another instead, each to its end, in the order given.
+//
+// Progress counts the bytes of all files: Done over Total.
+//
 // # Lifetime of frame bytes
 //
 // The reader is zero-copy. Frame.Data of every frame that [Source.Next] puts
 // into a batch aliases the source's own memory: a read-only mapping of a
 // regular file, or one of two read buffers (4 MiB each) for pipes and gzip.
-// The bytes stay valid until the next call to Next or Close; copy them to
-// keep them longer, and never write to them. Frame.Data has its capacity
+// The bytes stay valid until the next call to Next or Close, also when
+// files are merged (frames read ahead but not yet delivered keep their
+// read buffer from being reused); copy them to keep them longer, and never
+// write to them. Frame.Data has its capacity
 // cut to its length, so appending to it copies.
 //
 // # Concurrency
@@ -51,6 +78,12 @@
 // with itself. Stats, Progress and Close may be called from any goroutine at
 // any time. Close is idempotent; a Next running at the time of Close returns
 // os.ErrClosed with an empty batch, and so does every later Next.
+//
+// Close also ends a Next that waits for a named pipe. On Linux a named pipe
+// is opened with O_NONBLOCK, so that open(2) does not wait for a writer;
+// Next then waits in the runtime's poller until a writer has sent bytes or
+// has come and gone, and Close ends that wait. Elsewhere open(2) of a pipe
+// without a writer blocks, and Close cannot end it.
 //
 // A Writer is not safe for concurrent use.
 //
@@ -64,6 +97,11 @@
 // frames before the damage, then the error, and then the same error again.
 // With Options.KeepGoing the damage is counted in Stats().Errors instead and
 // reading goes on at the next plausible record, or with the next file.
+//
+// A file whose first bytes start no known format is not damaged but no
+// capture at all ("capture: notes.txt: not a capture file (pcap, pcapng,
+// ERF or gzip of one): first bytes ..."): its error wraps [ErrNotCapture]
+// (and so [ErrBadMagic]) and ends reading even with Options.KeepGoing.
 //
 // Records longer than Options.SnapLimit, and pcapng section, interface and
 // packet blocks longer than it plus 64 KiB, are damage: no length field

@@ -35,6 +35,24 @@ var (
 	ErrBadGzip = errors.New("corrupt gzip stream")
 )
 
+// ErrNotCapture means a file's first bytes start no format the reader
+// knows (a classic pcap magic, a pcapng section header, or gzip, inside
+// which one of the others must start): it is not a capture file at all.
+// Options.KeepGoing does not skip such a file, as it resynchronises only
+// within a known format. errors.Is(err, ErrBadMagic) holds for it too.
+var ErrNotCapture error = notCapture{}
+
+// notCapture is the type of ErrNotCapture.
+type notCapture struct{}
+
+// Error says what the file is not.
+func (notCapture) Error() string {
+	return "not a capture file (pcap, pcapng, ERF or gzip of one)"
+}
+
+// Is makes ErrNotCapture match ErrBadMagic.
+func (notCapture) Is(target error) bool { return target == ErrBadMagic }
+
 // erfHeaderLen is the length of the ERF record header without extensions.
 const erfHeaderLen = 16
 

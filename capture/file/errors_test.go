@@ -59,7 +59,7 @@ func TestErrors(t *testing.T) {
 		{"empty", nil, nil, 0, ErrTruncated, "empty file"},
 		{"inside magic", pc[:3], nil, 0, ErrTruncated, "truncated input: file of 3 bytes ends inside the magic d4 c3 b2 a1"},
 		{"gzip inside magic", []byte{0x1f}, nil, 0, ErrTruncated, "truncated input: file of 1 bytes ends inside the magic 1f 8b"},
-		{"bad magic", []byte("hello, world"), nil, 0, ErrBadMagic, "unknown file format: first bytes 68 65 6c 6c"},
+		{"bad magic", []byte("hello, world"), nil, 0, ErrNotCapture, "not a capture file (pcap, pcapng, ERF or gzip of one): first bytes 68 65 6c 6c"},
 		{"short file header", pc[:23], nil, 0, ErrTruncated, "file header at offset 0: truncated input: input ends after 23 of 24 bytes"},
 		{"pcap version", patch(pc, 4, 3), nil, 0, ErrBadMagic, "file header at offset 0: unknown file format: pcap version 3, want 2"},
 		{"short record header", pc[:50+15], nil, 1, ErrTruncated, "record 2 at offset 50: truncated input: input ends after 15 of 16 bytes"},
@@ -161,19 +161,24 @@ func TestOpenErrors(t *testing.T) {
 			t.Errorf("Open(%q, %+v) error %v, want %q", c.paths, c.opts, err, c.want)
 		}
 	}
-	// A file that goes away after Open fails when its turn comes.
-	paths := writeTemp(t, pc, pc)
-	src, err := Open(paths, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	if err := os.Remove(paths[1]); err != nil {
-		t.Fatal(err)
-	}
-	got, err := readAll(t, src, 2)
-	if len(got) != 3 || !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), paths[1]) {
-		t.Errorf("read %d frames and error %v, want 3 and fs.ErrNotExist naming %s", len(got), err, paths[1])
+	// A file that goes away after Open fails when its turn comes: read one
+	// after another, after the frames of the first file; merged, at once,
+	// as every file is opened at the first Next.
+	for _, concat := range []bool{true, false} {
+		paths := writeTemp(t, pc, pc)
+		src, err := Open(paths, &Options{Concat: concat})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		if err := os.Remove(paths[1]); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readAll(t, src, 2)
+		want := map[bool]int{true: 3, false: 0}[concat]
+		if len(got) != want || !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), paths[1]) {
+			t.Errorf("Concat %v: read %d frames and error %v, want %d and fs.ErrNotExist naming %s", concat, len(got), err, want, paths[1])
+		}
 	}
 }
 

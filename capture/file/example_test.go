@@ -62,3 +62,59 @@ func Example() {
 	// t=1500 len=64 data=[7 8] link=1
 	// file 1/1: 62 of 62 bytes, 2 frames
 }
+
+// ExampleOpen_merge writes the captures of two mirrors of the same link
+// and replays them merged by time, then one after another (Concat).
+func ExampleOpen_merge() {
+	dir, err := os.MkdirTemp("", "example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	const t0 = 1_700_000_000_000_000_000 // ns since the epoch
+	var paths []string
+	for i, times := range [][]int64{{0, 20, 40}, {10, 20, 30}} {
+		path := filepath.Join(dir, fmt.Sprintf("mirror%d.pcap", i))
+		f, err := os.Create(path)
+		if err != nil {
+			log.Fatal(err)
+		}
+		w, err := file.NewWriter(f, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, t := range times {
+			w.WriteFrame(t0+t, []byte{byte(i)}, 60)
+		}
+		if err := w.Flush(); err != nil {
+			log.Fatal(err)
+		}
+		f.Close()
+		paths = append(paths, path)
+	}
+
+	for _, opts := range []*file.Options{nil, {Concat: true}} {
+		src, err := file.Open(paths, opts)
+		if err != nil {
+			log.Fatal(err)
+		}
+		b := capture.NewBatch(64)
+		for {
+			err := src.Next(b)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				log.Fatal(err)
+			}
+			for _, fr := range b.Frames {
+				fmt.Printf(" %d@%d", fr.Data[0], fr.Time-t0)
+			}
+		}
+		fmt.Println()
+		src.Close()
+	}
+	// Output:
+	//  0@0 1@10 0@20 1@20 1@30 0@40
+	//  0@0 0@20 0@40 1@10 1@20 1@30
+}

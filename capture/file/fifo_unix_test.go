@@ -3,9 +3,13 @@
 package file
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/rocescope/rocescope/capture"
 
 	"golang.org/x/sys/unix"
 )
@@ -49,5 +53,85 @@ func TestNamedPipe(t *testing.T) {
 	}
 	if p := src.Progress(); p.Total != 0 || p.File != 1 {
 		t.Errorf("Progress() = %+v, want file 1 of unknown size", p)
+	}
+}
+
+// TestNamedPipeClose closes a source whose Next waits for a named pipe:
+// with no writer (where open(2) of the pipe blocks), with a writer that
+// sends nothing, and merged with a regular file. Next must return
+// os.ErrClosed within a second of Close.
+func TestNamedPipeClose(t *testing.T) {
+	pc, _ := basePcap(65535)
+	regular := writeTemp(t, pc)[0]
+	for _, c := range []struct {
+		name   string
+		writer bool
+		other  bool
+	}{
+		{"no writer", false, false},
+		{"silent writer", true, false},
+		{"no writer, merged", false, true},
+		{"silent writer, merged", true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "fifo")
+			if err := unix.Mkfifo(path, 0o600); err != nil {
+				t.Skipf("mkfifo: %v", err)
+			}
+			// unblock ends an open(2) of the pipe that still blocks, so
+			// that a failing test leaves no thread behind.
+			unblock := func() {
+				if f, err := os.OpenFile(path, os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+					f.Close()
+				}
+			}
+			paths := []string{path}
+			if c.other {
+				paths = append(paths, regular)
+			}
+			src, err := Open(paths, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.writer {
+				// A writer's open blocks until the reader opens the pipe.
+				writer := make(chan *os.File, 1)
+				go func() {
+					f, _ := os.OpenFile(path, os.O_WRONLY, 0)
+					writer <- f
+				}()
+				defer func() {
+					unblock()
+					if f := <-writer; f != nil {
+						f.Close()
+					}
+				}()
+			}
+			done := make(chan error, 1)
+			go func() { done <- src.Next(capture.NewBatch(8)) }()
+			time.Sleep(200 * time.Millisecond)
+			select {
+			case err := <-done:
+				t.Fatalf("Next returned %v before Close", err)
+			default:
+			}
+			start := time.Now()
+			if err := src.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			select {
+			case err := <-done:
+				if !errors.Is(err, os.ErrClosed) {
+					t.Errorf("Next after Close = %v, want os.ErrClosed", err)
+				}
+				t.Logf("Next returned %v after %v", err, time.Since(start))
+			case <-time.After(time.Second):
+				unblock()
+				t.Fatal("Next still blocked a second after Close")
+			}
+			if err := src.Next(capture.NewBatch(8)); !errors.Is(err, os.ErrClosed) {
+				t.Errorf("Next after Close = %v, want os.ErrClosed", err)
+			}
+		})
 	}
 }

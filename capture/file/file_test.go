@@ -276,8 +276,8 @@ func copyFrames(dst []frame, b *capture.Batch) []frame {
 	return dst
 }
 
-// TestFiles reads several files in a row, of every format, and checks the
-// progress reported on the way.
+// TestFiles reads several files one after another (Concat), of every
+// format, and checks the progress over all files reported on the way.
 func TestFiles(t *testing.T) {
 	ng, ngWant := pcapngFile()
 	pc := pcapCases()
@@ -286,12 +286,16 @@ func TestFiles(t *testing.T) {
 	for _, w := range [][]frame{pc[0].want, ngWant, pc[3].want, pc[1].want} {
 		want = append(want, w...)
 	}
-	src, err := Open(writeTemp(t, files...), nil)
+	var size int64
+	for _, f := range files {
+		size += int64(len(f))
+	}
+	src, err := Open(writeTemp(t, files...), &Options{Concat: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	if p := src.Progress(); p != (Progress{Files: 4}) {
+	if p := src.Progress(); p != (Progress{Files: 4, Total: size}) {
 		t.Errorf("Progress() before Next = %+v", p)
 	}
 	var got []frame
@@ -301,7 +305,7 @@ func TestFiles(t *testing.T) {
 	}
 	got = copyFrames(got, b)
 	// One record of 60 bytes read from the first, mapped file.
-	if p, want := src.Progress(), (Progress{File: 1, Files: 4, Done: 24 + 16 + 60, Total: int64(len(files[0]))}); p != want {
+	if p, want := src.Progress(), (Progress{File: 1, Files: 4, Done: 24 + 16 + 60, Total: size}); p != want {
 		t.Errorf("Progress() after one frame = %+v, want %+v", p, want)
 	}
 	// A batch of 4 takes the two frames left in the first file and goes on
@@ -311,7 +315,7 @@ func TestFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = copyFrames(got, b)
-	if p := src.Progress(); p.File != 2 || p.Total != int64(len(ng)) || p.Done <= 0 || p.Done >= p.Total {
+	if p := src.Progress(); p.File != 2 || p.Total != size || p.Done <= int64(len(files[0])) || p.Done >= int64(len(files[0])+len(ng)) {
 		t.Errorf("Progress() in the second file = %+v, want file 2 of 4 partly read", p)
 	}
 	rest, err := readAll(t, src, 5)
@@ -322,7 +326,7 @@ func TestFiles(t *testing.T) {
 	if diff := diffFrames(want, got); diff != "" {
 		t.Errorf("frames (-want +got):\n%s", diff)
 	}
-	if p, want := src.Progress(), (Progress{File: 4, Files: 4, Done: int64(len(files[3])), Total: int64(len(files[3]))}); p != want {
+	if p, want := src.Progress(), (Progress{File: 4, Files: 4, Done: size, Total: size}); p != want {
 		t.Errorf("Progress() at the end = %+v, want %+v", p, want)
 	}
 	if s := src.Stats(); s.Received != uint64(len(want)) || s.Errors != 0 {

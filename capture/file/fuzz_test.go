@@ -80,6 +80,13 @@ func fuzzRead(t *testing.T, data []byte, small bool) (frames, keptFrames []frame
 	}
 	for _, stdin := range []bool{false, true} {
 		kept, kerr, st := read(stdin, true)
+		if errors.Is(err, ErrNotCapture) {
+			// No capture at all: KeepGoing fails alike.
+			if !errors.Is(kerr, ErrNotCapture) || len(kept) != 0 || len(mapped) != 0 || st.Errors != 0 {
+				t.Fatalf("not a capture: KeepGoing read %d frames (%+v) and error %v", len(kept), st, kerr)
+			}
+			continue
+		}
 		if kerr != nil {
 			t.Fatalf("KeepGoing: error %v", kerr)
 		}
@@ -194,6 +201,67 @@ func FuzzPcapng(f *testing.F) {
 			if len(data) > 2 && data[0] != 0x1f && !bytes.Contains(data, fr.Data) {
 				t.Fatalf("frame %d: data not in the input", i+1)
 			}
+		}
+	})
+}
+
+// FuzzMerge merges two or three classic pcap files (the second one gzip)
+// whose record times come from the input, few and close so that they tie
+// and go backwards within a file, and compares the frames with those of a
+// plain merge of the files read one by one: the next frame, over and over,
+// of the file whose next frame is the earliest, the first such file on a
+// tie. The batch size comes from the input too.
+func FuzzMerge(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7}, uint8(3), uint8(2))
+	f.Add([]byte{5, 5, 5, 5, 1, 1, 9, 0, 0, 7}, uint8(1), uint8(3))
+	f.Add([]byte{}, uint8(0), uint8(2))
+	f.Fuzz(func(t *testing.T, times []byte, batch, nfiles uint8) {
+		n := 2 + int(nfiles)%2
+		files := make([][]frame, n)
+		for i, v := range times {
+			k := i % n
+			files[k] = append(files[k], frame{
+				Data:    []byte{byte(k), byte(i), byte(i >> 8)},
+				Time:    ns0 + int64(v%16)*1000,
+				OrigLen: 60,
+				Link:    decode.LinkEthernet,
+			})
+		}
+		var want []frame
+		heads := make([]int, n)
+		for {
+			m := -1
+			for k := range n {
+				if heads[k] < len(files[k]) && (m < 0 || files[k][heads[k]].Time < files[m][heads[m]].Time) {
+					m = k
+				}
+			}
+			if m < 0 {
+				break
+			}
+			want = append(want, files[m][heads[m]])
+			heads[m]++
+		}
+		var data [][]byte
+		for k, fs := range files {
+			b := pcapBytes(t, fs)
+			if k == 1 {
+				b = gz(t, b)
+			}
+			data = append(data, b)
+		}
+		paths := writeTemp(t, data...)
+		src, err := Open(paths, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		got, err := readAll(t, src, 1+int(batch)%9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := diffFrames(want, got); diff != "" {
+			t.Fatalf("frames (-plain merge +reader):\n%s", diff)
 		}
 	})
 }

@@ -2,6 +2,8 @@ package file
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -36,10 +38,10 @@ func TestKeepGoing(t *testing.T) {
 		{"pcapng two damaged blocks", [][]byte{patch(two, 48+4, 12345)}, append(ngWant[1:], frame{seq(1, 2), ns0 + 9e9, 2, 1, 0}), 2},
 		{"pcapng bad first section", [][]byte{patch(ng, 8, 0)}, nil, 1},
 		{"pcapng truncated", [][]byte{ng[:len(ng)-4]}, ngWant[:2], 1},
-		{"files", [][]byte{pc, []byte("not a capture"), nil, ng, pc[:60]}, append(append(pcWant[:3:3], ngWant...), pcWant[0]), 3},
+		{"files", [][]byte{pc, nil, ng, pc[:60]}, append(append(pcWant[:3:3], ngWant...), pcWant[0]), 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, src, err := readFiles(t, &Options{KeepGoing: true}, c.files...)
+			got, src, err := readFiles(t, &Options{KeepGoing: true, Concat: true}, c.files...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,5 +167,55 @@ func TestKeepGoingNoPhantomsPcapng(t *testing.T) {
 				t.Errorf("Stats() = %+v, want %d received and %d errors", s, len(c.want), c.errors)
 			}
 		})
+	}
+}
+
+// TestNotCapture reads files that are no capture at all (text, and text in
+// gzip) alone and after a good file, read one after another and merged,
+// with and without KeepGoing: the error names the file whatever KeepGoing
+// says, as KeepGoing resynchronises only within a format it knows.
+func TestNotCapture(t *testing.T) {
+	pc, pcWant := basePcap(65535)
+	text := []byte("# not a capture\nhello, world\n")
+	for _, c := range []struct {
+		name string
+		bad  []byte
+		tail string // what the error says after the phrase
+	}{
+		{"text", text, ": first bytes 23 20 6e 6f"},
+		{"short text", []byte("hi\n"), ": first bytes 68 69 0a"},
+		{"text in gzip", gz(t, text), ": first bytes 23 20 6e 6f in gzip"},
+	} {
+		for _, keepGoing := range []bool{false, true} {
+			for _, concat := range []bool{false, true} {
+				name := fmt.Sprintf("%s/KeepGoing=%v/Concat=%v", c.name, keepGoing, concat)
+				t.Run(name, func(t *testing.T) {
+					opts := &Options{KeepGoing: keepGoing, Concat: concat}
+					paths := writeTemp(t, pc, c.bad, pc)
+					src, err := Open(paths, opts)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer src.Close()
+					got, err := readAll(t, src, 2)
+					want := "capture: " + paths[1] + ": not a capture file (pcap, pcapng, ERF or gzip of one)" + c.tail
+					if err == nil || err.Error() != want || !errors.Is(err, ErrNotCapture) || !errors.Is(err, ErrBadMagic) {
+						t.Fatalf("error %v, want %q wrapping ErrBadMagic and ErrBadMagic", err, want)
+					}
+					// One after another, the first file comes first; merged,
+					// every file is opened before any frame.
+					wantFrames := pcWant
+					if !concat {
+						wantFrames = nil
+					}
+					if diff := diffFrames(wantFrames, got); diff != "" {
+						t.Errorf("frames (-want +got):\n%s", diff)
+					}
+					if s := src.Stats(); s.Errors != 0 {
+						t.Errorf("Stats().Errors = %d, want 0: the file is no damage to skip", s.Errors)
+					}
+				})
+			}
+		}
 	}
 }

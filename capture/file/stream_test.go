@@ -47,7 +47,7 @@ func TestStdin(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			file := writeTemp(t, pc)[0]
-			src, err := open([]string{"-", file}, nil, pipe(t, c.file, 7))
+			src, err := open([]string{"-", file}, &Options{Concat: true}, pipe(t, c.file, 7))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -202,7 +202,8 @@ func TestCloseDuringNext(t *testing.T) {
 var allocSink int
 
 // TestNoAllocs proves that Next allocates nothing per call once running,
-// for mapped pcap and pcapng files and for read (unmapped) input.
+// for mapped pcap and pcapng files, for read (unmapped) input, and for the
+// two files merged.
 func TestNoAllocs(t *testing.T) {
 	pc, ng, _ := manyRecords(20000, 100)
 	paths := writeTemp(t, pc, ng)
@@ -219,6 +220,7 @@ func TestNoAllocs(t *testing.T) {
 		{"pcap", paths[:1], nil},
 		{"pcapng", paths[1:], nil},
 		{"read", []string{"-"}, stream},
+		{"merged", paths, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src, err := open(c.paths, nil, c.stdin)

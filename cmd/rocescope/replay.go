@@ -16,7 +16,8 @@ func replayCommand() *command {
 		name:    "replay",
 		args:    "FILE...",
 		summary: "analyze capture files (pcap, pcapng, ibdump, gzip; - for stdin)",
-		about: `Replay reads capture files in a row and writes one report per window. Windows
+		about: `Replay reads capture files, merged by frame time as mergecap merges them
+(--concat: one after another), and writes one report per window. Windows
 are aligned to multiples of --window since the Unix epoch by packet time, so
 replays are deterministic and hosts agree on window boundaries. Formats are
 recognized by their magic: classic pcap (µs or ns), pcapng, ibdump output
@@ -34,6 +35,7 @@ with --keep-going the damaged records are counted and the replay goes on.`,
 			var o reportOptions
 			o.bind(fs)
 			keepGoing := fs.Bool("keep-going", false, "count damaged records and go on instead of stopping at the first")
+			concat := fs.Bool("concat", false, "read the files one after another instead of merging them by frame time")
 			return func(ctx context.Context, e *env, args []string) error {
 				if len(args) == 0 {
 					return usagef("no capture file given")
@@ -42,7 +44,7 @@ with --keep-going the damaged records are counted and the replay goes on.`,
 				if err := o.check(); err != nil {
 					return err
 				}
-				src, err := file.Open(args, &file.Options{KeepGoing: *keepGoing})
+				src, err := file.Open(args, &file.Options{KeepGoing: *keepGoing, Concat: *concat})
 				if err != nil {
 					return err
 				}
