@@ -41,9 +41,9 @@ func (a *analysis) run(ctx context.Context, e *env, sources []capture.Source) (e
 		return err
 	}
 	defer func() { err = errors.Join(err, closeSink()) }()
-	var states *metrics.StateWriter
+	var states stateOutput
 	if a.opts.stateOut != "" {
-		if states, err = metrics.NewStateWriter(a.opts.stateOut, &ecfg); err != nil {
+		if states, err = openStateOutput(e, a.opts.stateOut, &ecfg); err != nil {
 			return err
 		}
 		defer func() { err = errors.Join(err, states.Close()) }()

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rocescope/rocescope/metrics"
+	"github.com/rocescope/rocescope/metrics/state/kafka"
+)
+
+// kafkaInput reads window states from a Kafka topic as a member of a
+// consumer group.
+type kafkaInput struct {
+	c      *kafka.Consumer
+	follow bool
+	poll   time.Duration
+}
+
+var _ stateInput = (*kafkaInput)(nil)
+
+// runKafka merges the states of the topic url names.
+func (m *merger) runKafka(ctx context.Context, url, group string, follow bool, poll time.Duration) error {
+	t, err := kafka.ParseURL(url)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	c, err := kafka.NewConsumer(t, group)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	err = m.run(ctx, &kafkaInput{c: c, follow: follow, poll: poll})
+	if n := c.Stats().Skipped; n > 0 {
+		fmt.Fprintf(m.e.stderr, "rocescope merge: %s: %d states skipped: their windows were reported already (read again after a restart or rebalance, or late)\n", url, n)
+	}
+	return err
+}
+
+// Read polls the topic for at most the poll interval. When the partitions
+// of this merger change, it forgets the pending windows, whose states come
+// again. Without follow it returns inputEnd once it has read every record
+// the topic held; with follow, it never does, and when ctx is done it
+// returns how far it got, so that the windows not complete stay for the
+// next run.
+func (in *kafkaInput) Read(ctx context.Context, m *merger) (inputState, error) {
+	pctx, cancel := context.WithTimeout(ctx, in.poll)
+	defer cancel()
+	b, err := in.c.Poll(pctx)
+	if err != nil {
+		return 0, err
+	}
+	if b.Reset {
+		m.restart()
+	}
+	for _, s := range b.States {
+		if err := m.add(s.Source, s.Window); err != nil {
+			return 0, err
+		}
+	}
+	switch {
+	case !b.CaughtUp:
+		return inputBehind, nil
+	case !in.follow:
+		return inputEnd, nil
+	}
+	return inputCurrent, nil
+}
+
+// Reported commits the topic's offsets past the windows reported.
+func (in *kafkaInput) Reported(ctx context.Context, start int64) error {
+	return in.c.Commit(ctx, start)
+}
+
+// stateOutput is where replay and capture write window states: files
+// (metrics.StateWriter) or a Kafka topic (kafka.Producer).
+type stateOutput interface {
+	Write(w *metrics.Window) error
+	Close() error
+}
+
+var (
+	_ stateOutput = (*metrics.StateWriter)(nil)
+	_ stateOutput = (*kafka.Producer)(nil)
+)
+
+// openStateOutput opens the --state-out of cfg's host.
+func openStateOutput(e *env, path string, cfg *metrics.Config) (stateOutput, error) {
+	if !kafka.IsURL(path) {
+		return metrics.NewStateWriter(path, cfg)
+	}
+	t, err := kafka.ParseURL(path)
+	if err != nil {
+		return nil, usagef("--state-out: %v", err)
+	}
+	return kafka.NewProducer(t, &kafka.ProducerConfig{Host: cfg.Host, Warn: e.stderr})
+}

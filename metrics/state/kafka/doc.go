@@ -1,0 +1,38 @@
+// Package kafka carries window states between capture hosts and mergers
+// over a Kafka topic, with github.com/twmb/franz-go.
+//
+// # Records
+//
+// A [Producer] writes each closed window's state, the bytes of
+// [metrics.Window.AppendBinary] unchanged, as one record: the key is the
+// window start (8 bytes, big-endian, ns since the Unix epoch), so that every
+// host's state of a window lands in one partition, and the headers name the
+// host, the window start and length (decimal ns), the state version and the
+// part ("1/1"). A state larger than a record may be is split into parts
+// ("1/3", "2/3", "3/3"): windows of the same start and host whose merge is
+// the whole state — the first part holds the counters and CM messages, the
+// sketches go whole into the first parts they fit, and the flows are dealt
+// out in runs of the sorted flow list. Merging a sketch with an empty one
+// leaves it unchanged, so the parts merge exactly.
+//
+// # Consuming
+//
+// A [Consumer] reads the topic as a member of a consumer group, puts the
+// parts of each host's state back together and hands out whole host states.
+// Its caller merges them, writes the reports and then calls
+// [Consumer.Commit] with the newest window reported: the committed offset of
+// a partition is that of the oldest record of a window not yet reported, and
+// the commit's metadata holds the newest window reported, so that a
+// consumer taking the partition over (after a restart or a rebalance) skips
+// the states of windows already reported and reads those of every other
+// window again. No window is reported twice, and none is lost.
+//
+// # Concurrency and lifetime
+//
+// A Producer's Write may be called from one goroutine at a time; it never
+// blocks: a bounded queue feeds a goroutine that encodes parts and hands
+// records to the client, whose buffer is bounded too, and what does not fit
+// is counted and reported. Close flushes for at most its timeout and says
+// what could not be delivered. A Consumer is used by one goroutine; its
+// rebalance callbacks run only between a Poll and the next.
+package kafka

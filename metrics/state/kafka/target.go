@@ -1,0 +1,84 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Scheme is the URL scheme of a Kafka target: kafka://BROKER[,BROKER...]/TOPIC.
+const Scheme = "kafka://"
+
+// DefaultMaxRecordBytes is the default largest record a Producer writes:
+// a little under the 1 MiB a broker accepts by default
+// (message.max.bytes 1048588), leaving room for the key, headers and
+// batch framing.
+const DefaultMaxRecordBytes = 1_000_000
+
+// minRecordBytes bounds max-record-bytes from below: a part needs room for
+// the state's fixed fields and at least one flow.
+const minRecordBytes = 4096
+
+// ErrTarget is wrapped by errors parsing a Kafka URL.
+var ErrTarget = errors.New("invalid kafka target")
+
+// Target is where states go or come from: the seed brokers, the topic and
+// the largest record the brokers accept.
+type Target struct {
+	Brokers        []string // host:port each
+	Topic          string
+	MaxRecordBytes int // largest state record; split states above it
+}
+
+// IsURL reports whether s names a Kafka target rather than a path.
+func IsURL(s string) bool { return strings.HasPrefix(s, Scheme) }
+
+// ParseURL reads kafka://BROKER[,BROKER...]/TOPIC[?max-record-bytes=N].
+// A broker without a port gets Kafka's 9092.
+func ParseURL(s string) (*Target, error) {
+	if !IsURL(s) {
+		return nil, fmt.Errorf("kafka: %q does not start with %s: %w", s, Scheme, ErrTarget)
+	}
+	hosts, rest, _ := strings.Cut(strings.TrimPrefix(s, Scheme), "/")
+	path, rawQuery, _ := strings.Cut(rest, "?")
+	query, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: %q: %w: %w", s, err, ErrTarget)
+	}
+	t := &Target{Topic: path, MaxRecordBytes: DefaultMaxRecordBytes}
+	if t.Topic == "" || strings.Contains(t.Topic, "/") {
+		return nil, fmt.Errorf("kafka: %q: want one topic after the brokers: %w", s, ErrTarget)
+	}
+	for b := range strings.SplitSeq(hosts, ",") {
+		if b == "" {
+			return nil, fmt.Errorf("kafka: %q: empty broker address: %w", s, ErrTarget)
+		}
+		if _, _, err := net.SplitHostPort(b); err != nil {
+			b = net.JoinHostPort(b, "9092")
+		}
+		t.Brokers = append(t.Brokers, b)
+	}
+	for k, v := range query {
+		if k != "max-record-bytes" {
+			return nil, fmt.Errorf("kafka: %q: unknown parameter %q (known: max-record-bytes): %w", s, k, ErrTarget)
+		}
+		n, err := strconv.Atoi(v[len(v)-1])
+		if err != nil || n < minRecordBytes {
+			return nil, fmt.Errorf("kafka: %q: max-record-bytes %q: want a number of at least %d: %w", s, v[len(v)-1], minRecordBytes, ErrTarget)
+		}
+		t.MaxRecordBytes = n
+	}
+	return t, nil
+}
+
+// String returns the target as a URL.
+func (t *Target) String() string {
+	s := Scheme + strings.Join(t.Brokers, ",") + "/" + t.Topic
+	if t.MaxRecordBytes != DefaultMaxRecordBytes {
+		s += "?max-record-bytes=" + strconv.Itoa(t.MaxRecordBytes)
+	}
+	return s
+}
