@@ -147,5 +147,3 @@ func sameValue(t *testing.T, what string, r, ch any) {
 	}
 	t.Errorf("%s: ClickHouse has %q, the report %q", what, got, want)
 }
-
-

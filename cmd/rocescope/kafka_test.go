@@ -3,7 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/rocescope/rocescope/capture/synth"
+	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/metrics/state/kafka"
 )
 
@@ -106,4 +112,167 @@ func TestKafkaMergeEqualsFiles(t *testing.T) {
 	if again := mustRunInProcess(t, append(append([]string{"merge", "--exact", "--format", "jsonl"}, mergeRates...), url)...); again != "" {
 		t.Errorf("a second merge of the group reported again:\n%s", again)
 	}
+}
+
+// produceStates writes the states of the windows in starts, of the hosts
+// h<i> for i in hosts (whose state directory is dirs[i]), to the topic, as
+// capture hosts would: one Producer per host, closed (flushed) before it
+// returns.
+func produceStates(t *testing.T, url string, dirs []string, hosts []int, starts []string) {
+	t.Helper()
+	target, err := kafka.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range hosts {
+		dir, host := dirs[i], fmt.Sprintf("h%d", i)
+		p, err := kafka.NewProducer(target, &kafka.ProducerConfig{Host: host})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range starts {
+			path := filepath.Join(dir, host+"-"+s+metrics.StateExt)
+			f, err := os.Open(path)
+			if errors.Is(err, os.ErrNotExist) {
+				continue // the host had no frames in the window
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var w metrics.Window
+			err = metrics.NewStateReader(f, path).Next(&w)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Write(&w); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestKafkaMergeGroupRestart runs two mergers in one consumer group with
+// --follow while the three hosts' states arrive; one merger is stopped
+// while windows wait for a host, the last host's states arrive, and the
+// merger is started again. Every window must be reported exactly once,
+// by one of the mergers, and equal the file merge's report byte for byte
+// but for what depends on the previous window (the jitter list, each
+// flow's prev_rate_bps and jitter flag) when the merger that reported it did not report the
+// window just before.
+func TestKafkaMergeGroupRestart(t *testing.T) {
+	dir := t.TempDir()
+	parts, _ := writeSplitTrace(t, dir, kafkaTrace(), 3, byConnection(3))
+	dirs, _ := splitRun(t, dir, parts)
+	want := reportLines(t, mustRunInProcess(t, append(append([]string{"merge", "--exact", "--format", "jsonl"}, mergeRates...), dirs...)...))
+	starts := slices.Sorted(maps.Keys(want))
+	if len(starts) != 8 {
+		t.Fatalf("%d windows, want 8", len(starts))
+	}
+	cluster, url := startKafka(t, 3, 4, "fleet", "?max-record-bytes=32768")
+	stable := func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := cluster.WaitGroupStable(ctx, "fleet-mergers", 2); err != nil {
+			t.Fatalf("the group of two mergers does not settle: %v", err)
+		}
+		time.Sleep(300 * time.Millisecond) // a cooperative rebalance may take a second round
+	}
+	merge := func() *follower {
+		return startFollow(t, append(append([]string{"merge", "--exact", "--format", "jsonl", "--follow", "--poll", "20ms", "--wait", "1m",
+			"--hosts", "h0,h1,h2", "--group", "fleet-mergers"}, mergeRates...), url)...)
+	}
+	var stopped []*follower
+	reported := func(fs ...*follower) int {
+		n := 0
+		for _, f := range append(fs, stopped...) {
+			n += len(f.stdout.lines())
+		}
+		return n
+	}
+	a, b := merge(), merge()
+	stable()
+	produceStates(t, url, dirs, []int{0, 1, 2}, starts[:4])
+	waitFor(t, "the first 4 windows", func() bool { return reported(a, b) == 4 })
+	if len(a.stdout.lines()) == 0 || len(b.stdout.lines()) == 0 {
+		t.Errorf("mergers a and b reported %d and %d windows: they do not share the partitions", len(a.stdout.lines()), len(b.stdout.lines()))
+	}
+
+	// Windows 4..7 from h0 and h1 only: they wait for h2. Merger a stops.
+	produceStates(t, url, dirs, []int{0, 1}, starts[4:])
+	time.Sleep(200 * time.Millisecond)
+	if n := reported(a, b); n != 4 {
+		t.Fatalf("%d windows reported before h2 delivered windows 4..7, want 4", n)
+	}
+	if code := a.stop(); code != 0 {
+		t.Fatalf("merger a: exit status %d: %s", code, a.stderr.String())
+	}
+	stopped = append(stopped, a)
+	a2 := merge()
+	stable()
+	produceStates(t, url, dirs, []int{2}, starts[4:])
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, f := range []*follower{a, b, a2} {
+				t.Logf("merger %d: %d windows, stderr:\n%s", i, len(f.stdout.lines()), f.stderr.String())
+			}
+		}
+	})
+	waitFor(t, "all 8 windows", func() bool { return reported(a2, b) == 8 })
+	time.Sleep(200 * time.Millisecond) // room for a duplicate to show
+	for _, f := range []*follower{b, a2} {
+		if code := f.stop(); code != 0 {
+			t.Fatalf("merger: exit status %d: %s", code, f.stderr.String())
+		}
+	}
+	got := map[string]string{}
+	for _, f := range []*follower{a, b, a2} {
+		t.Logf("merger reported %d windows; stderr: %s", len(f.stdout.lines()), f.stderr.String())
+		lines := reportLines(t, f.stdout.String())
+		prev := ""
+		for _, s := range slices.Sorted(maps.Keys(lines)) {
+			if _, dup := got[s]; dup {
+				t.Errorf("window %s reported twice", s)
+			}
+			got[s] = lines[s]
+			adjacent := prev != "" && slices.Index(starts, prev) == slices.Index(starts, s)-1
+			prev = s
+			if lines[s] == want[s] {
+				continue
+			}
+			if adjacent {
+				t.Errorf("window %s differs from the file merge's, though its merger reported the window before (-files +kafka):\n%s", s, cmp.Diff(want[s], lines[s]))
+				continue
+			}
+			w, g := parseReports(t, want[s])[0], parseReports(t, lines[s])[0]
+			if diff := cmp.Diff(withoutPrevious(w), withoutPrevious(g)); diff != "" {
+				t.Errorf("window %s differs from the file merge's in more than jitter (-files +kafka):\n%s", s, diff)
+			}
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d windows reported, want %d", len(got), len(want))
+	}
+	if len(a2.stdout.lines()) == 0 {
+		t.Errorf("the restarted merger reported nothing: it did not take over a's partitions")
+	}
+}
+
+// withoutPrevious returns a report without what depends on the previous
+// window: the jitter list and each flow's prev_rate_bps and jitter flag.
+func withoutPrevious(r map[string]any) map[string]any {
+	c := withoutKeys(r, "jitter")
+	for _, l := range []string{"top_flows", "elephants", "flows_all"} {
+		fl, _ := c[l].([]any)
+		var out []any
+		for _, f := range fl {
+			out = append(out, withoutKeys(f.(map[string]any), "prev_rate_bps", "jitter"))
+		}
+		c[l] = out
+	}
+	return c
 }
