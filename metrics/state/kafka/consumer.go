@@ -199,6 +199,9 @@ func (c *Consumer) Poll(ctx context.Context) (*Batch, error) {
 			errs = append(errs, c.errorf("partition %d: %w", p, err))
 		}
 	})
+	if endErr != nil && ctx.Err() == nil {
+		errs = append(errs, c.errorf("end offsets: %w", endErr))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
