@@ -41,17 +41,31 @@ after its window was emitted is skipped with a warning. Each file is read
 once, when it appears: replay and capture write per-window files under a
 temporary name and rename them, so none is read half written. On interrupt
 merge reads the directories once more, emits every pending window and exits
-with status 0.`,
+with status 0.
+
+A STATE may instead be one Kafka topic, kafka://BROKER[,BROKER...]/TOPIC,
+that "replay --state-out kafka://..." or "capture --state-out kafka://..."
+write to. Merge reads it as a member of the consumer group --group: mergers
+of one group share the topic's partitions (a window's states all go to one
+partition). Without --follow merge reads what the topic holds, emits it and
+exits; with --follow it runs on, and emits a window once every host of
+--hosts delivered it or --wait (the same as --timeout) passed. Offsets are
+committed once a window's report is written, so a merger that stops, or
+whose partitions move to another, loses no window and reports none twice.
+On interrupt it emits the windows that are ready and leaves the others to
+the next run. With several mergers, jitter and prev_rate_bps are measured
+against the previous window each merger reported.`,
 		example: `  rocescope merge hostA.states hostB.states
   rocescope merge --format csv -o fleet.csv /shared/states/
-  rocescope merge --follow --hosts cap1,cap2,cap3 --timeout 5s /shared/states/`,
+  rocescope merge --follow --hosts cap1,cap2,cap3 --timeout 5s /shared/states/
+  rocescope merge --follow --hosts cap1,cap2,cap3 --wait 5s -o clickhouse://ch1:8123/rocescope kafka://k1:9092,k2:9092/states`,
 		flags: func(fs *pflag.FlagSet) runner {
 			var o reportOptions
 			o.bind(fs)
 			follow := fs.Bool("follow", false, "keep watching the directories for new state files")
 			hosts := fs.StringSlice("hosts", nil, "with --follow: the hosts whose states complete a window")
-			timeout := fs.Duration("timeout", 10*time.Second, "with --follow: emit a window this long after its first state even if hosts are missing")
-			poll := fs.Duration("poll", 500*time.Millisecond, "with --follow: how often to look for new files")
+			timeout := fs.Duration("timeout", 10*time.Second, "with --follow: emit a window this long after its first state even if hosts are missing (--wait is the same flag)")
+			poll := fs.Duration("poll", 500*time.Millisecond, "with --follow: how often to look for new files (with kafka://, the longest wait for records)")
 			group := fs.String("group", kafka.DefaultGroup, "with a kafka:// input: the consumer group, whose members share the topic's partitions")
 			fs.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 				if name == "wait" {
@@ -78,7 +92,10 @@ with status 0.`,
 				} else if *timeout <= 0 || *poll <= 0 {
 					return usagef("--timeout %v and --poll %v: want more than 0", *timeout, *poll)
 				}
-				if len(args) == 1 && kafka.IsURL(args[0]) {
+				if slices.ContainsFunc(args, kafka.IsURL) {
+					if len(args) > 1 {
+						return usagef("a kafka:// input is merged alone, not with %d other inputs", len(args)-1)
+					}
 					return m.runKafka(ctx, args[0], *group, *follow, *poll)
 				}
 				if fs.Changed("group") {

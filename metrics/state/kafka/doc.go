@@ -29,10 +29,12 @@
 //
 // # Concurrency and lifetime
 //
-// A Producer's Write may be called from one goroutine at a time; it never
-// blocks: a bounded queue feeds a goroutine that encodes parts and hands
-// records to the client, whose buffer is bounded too, and what does not fit
-// is counted and reported. Close flushes for at most its timeout and says
-// what could not be delivered. A Consumer is used by one goroutine; its
-// rebalance callbacks run only between a Poll and the next.
+// A Producer's Write may be called from one goroutine at a time. It
+// encodes the state (the caller reuses the window) and never waits for the
+// brokers: a bounded queue feeds a goroutine that splits states and hands
+// records to the client, whose buffer is bounded too; what does not fit or
+// is not delivered in time is counted and reported, one message per state.
+// Close flushes for at most its timeout and says what was not delivered. A
+// Consumer is used by one goroutine; its rebalance callbacks run only
+// between a Poll and the next.
 package kafka
