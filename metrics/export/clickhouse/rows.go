@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -128,7 +129,8 @@ func appendRows(win, flows []byte, r *metrics.Report) (w, f []byte, err error) {
 		return win, flows, err
 	}
 	lead := fmt.Appendf(nil, `"window_start_ns":%d,"host":`, r.Window.Start)
-	lead = appendJSONString(lead, strings.Join(r.Window.Hosts, ","))
+	host, _ := json.Marshal(strings.Join(r.Window.Hosts, ",")) // a string always marshals
+	lead = append(lead, host...)
 	leads := [2][]byte{fmt.Appendf(nil, `%s,"in_top":0`, lead), fmt.Appendf(nil, `%s,"in_top":1`, lead)}
 	add := func(fr *metrics.FlowReport, inTop bool) error {
 		scratch = fr.AppendJSON(scratch[:0])
@@ -166,29 +168,42 @@ func appendRows(win, flows []byte, r *metrics.Report) (w, f []byte, err error) {
 	return win, flows, nil
 }
 
-// appendRow appends the JSON object obj as one JSONEachRow line: lead (a
-// list of "key":value pairs, or nil) first, then obj's keys but skip, with
-// object values turned into JSON strings.
+// appendRow appends the JSON object obj, as AppendJSON writes it, as one
+// JSONEachRow line: lead (a list of "key":value pairs, or nil) first, then
+// obj's keys but skip, in obj's order, with object values turned into JSON
+// strings. It scans obj once, without decoding it.
 func appendRow(b, obj, lead []byte, skip []string) ([]byte, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(obj, &m); err != nil {
-		return b, fmt.Errorf("clickhouse: report JSON: %w", err)
+	if len(obj) < 2 || obj[0] != '{' || obj[len(obj)-1] != '}' {
+		return b, fmt.Errorf("clickhouse: report JSON %.40q: %w", obj, errJSON)
 	}
 	b = append(b, '{')
 	b = append(b, lead...)
 	first := len(lead) == 0
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if slices.Contains(skip, k) {
+	for i := 1; i < len(obj)-1; {
+		if obj[i] == ',' {
+			i++
+		}
+		kEnd := valueEnd(obj, i)
+		if obj[i] != '"' || kEnd >= len(obj) || obj[kEnd] != ':' {
+			return b, fmt.Errorf("clickhouse: report JSON at %d: %w", i, errJSON)
+		}
+		key := obj[i:kEnd]
+		vStart := kEnd + 1
+		i = valueEnd(obj, vStart)
+		if i > len(obj)-1 || vStart == i {
+			return b, fmt.Errorf("clickhouse: report JSON at %d: %w", vStart, errJSON)
+		}
+		if slices.Contains(skip, string(key[1:len(key)-1])) {
 			continue
 		}
 		if !first {
 			b = append(b, ',')
 		}
 		first = false
-		b = appendJSONString(b, k)
+		b = append(b, key...)
 		b = append(b, ':')
-		if v := m[k]; v[0] == '{' {
-			b = appendJSONString(b, string(v))
+		if v := obj[vStart:i]; v[0] == '{' {
+			b = appendJSONString(b, v)
 		} else {
 			b = append(b, v...)
 		}
@@ -196,8 +211,55 @@ func appendRow(b, obj, lead []byte, skip []string) ([]byte, error) {
 	return append(b, '}', '\n'), nil
 }
 
-// appendJSONString appends s as a JSON string.
-func appendJSONString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s) // a string always marshals
-	return append(b, q...)
+// errJSON is wrapped when a report's JSON is not what AppendJSON writes.
+var errJSON = errors.New("unexpected JSON")
+
+// valueEnd returns the index just past the JSON value (or key) that starts
+// at b[i]: a string, an object or array (strings inside skipped), or a
+// literal ending at the next ',', ':', '}' or ']'.
+func valueEnd(b []byte, i int) int {
+	depth, inString := 0, false
+	for ; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case inString:
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			if depth == 0 {
+				return i
+			}
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case depth == 0 && (c == ',' || c == ':'):
+			return i
+		}
+	}
+	return i
+}
+
+// appendJSONString appends the JSON text s as a JSON string: JSON text holds
+// no control characters, so only quotes and backslashes need escaping.
+func appendJSONString(b, s []byte) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' {
+			b = append(b, '\\', c)
+		} else {
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
 }

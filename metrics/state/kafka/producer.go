@@ -89,7 +89,7 @@ type ProducerStats struct {
 	Delivered uint64 // states whose every part the brokers acknowledged
 	Failed    uint64 // states the brokers did not take (retries or time ran out, too large, closed)
 	Dropped   uint64 // states dropped because the queue or the buffer was full
-	Records   uint64 // records acknowledged (parts of delivered and failed states)
+	Records   uint64 // records done with: acknowledged or failed
 }
 
 // batchOverhead is the room a record batch needs beyond one record's
