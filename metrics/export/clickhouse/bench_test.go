@@ -34,7 +34,6 @@ func BenchmarkSink(b *testing.B) {
 	b.ReportMetric(float64(b.N*len(r.All))/b.Elapsed().Seconds(), "flow_rows/s")
 }
 
-
 // BenchmarkAppendRows measures turning a report of 1000 flows into rows,
 // without a server.
 func BenchmarkAppendRows(b *testing.B) {

@@ -74,4 +74,3 @@ func BenchmarkProduceConsume(b *testing.B) {
 		n += len(batch.States)
 	}
 }
-
