@@ -67,8 +67,14 @@ func (in *kafkaInput) Read(ctx context.Context, m *merger) (inputState, error) {
 	return inputCurrent, nil
 }
 
+// commitTimeout bounds an offset commit, so that a merge whose brokers went
+// away still ends.
+const commitTimeout = 30 * time.Second
+
 // Reported commits the topic's offsets past the windows reported.
 func (in *kafkaInput) Reported(ctx context.Context, start int64) error {
+	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	defer cancel()
 	return in.c.Commit(ctx, start)
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -51,8 +52,8 @@ func IsURL(s string) bool { return strings.HasPrefix(s, Scheme) }
 var databaseName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // ParseURL reads clickhouse://HOST[:PORT]/DATABASE[?spill=PATH]. The port
-// defaults to 8123, the spill prefix to rocescope-clickhouse-DATABASE in
-// the system's temporary directory.
+// defaults to 8123, the spill prefix to rocescope-clickhouse-HOST_PORT-DATABASE
+// in the system's temporary directory.
 func ParseURL(s string) (*Target, error) {
 	u, err := url.Parse(s)
 	if err != nil || !IsURL(s) {
@@ -67,7 +68,7 @@ func ParseURL(s string) (*Target, error) {
 	}
 	t.Spill = u.Query().Get("spill")
 	if t.Spill == "" {
-		t.Spill = os.TempDir() + "/rocescope-clickhouse-" + t.Database
+		t.Spill = filepath.Join(os.TempDir(), "rocescope-clickhouse-"+strings.NewReplacer(":", "_", "/", "_", "[", "", "]", "").Replace(t.Addr)+"-"+t.Database)
 	}
 	return t, nil
 }

@@ -73,12 +73,3 @@ func ParseURL(s string) (*Target, error) {
 	}
 	return t, nil
 }
-
-// String returns the target as a URL.
-func (t *Target) String() string {
-	s := Scheme + strings.Join(t.Brokers, ",") + "/" + t.Topic
-	if t.MaxRecordBytes != DefaultMaxRecordBytes {
-		s += "?max-record-bytes=" + strconv.Itoa(t.MaxRecordBytes)
-	}
-	return s
-}
