@@ -85,7 +85,8 @@ func reportLines(t *testing.T, out string) map[string]string {
 // with its states going to a Kafka topic of 4 partitions on 3 brokers, in
 // records of at most 32 KiB (so that every state is split into parts), and
 // requires `merge kafka://...` to write byte for byte what merging the same
-// hosts' state files writes, and that a second merge of the group finds
+// hosts' state files writes, and what one host replaying the whole trace
+// writes but for host and hosts; a second merge of the group must find
 // nothing left to report.
 func TestKafkaMergeEqualsFiles(t *testing.T) {
 	dir := t.TempDir()
@@ -108,6 +109,16 @@ func TestKafkaMergeEqualsFiles(t *testing.T) {
 	got := mustRunInProcess(t, append(append([]string{"merge", "--exact", "--format", "jsonl"}, mergeRates...), url)...)
 	if got != want {
 		t.Errorf("merge of the topic differs from the merge of the files (-files +kafka):\n%s", cmp.Diff(want, got))
+	}
+	whole := parseReports(t, mustRunInProcess(t, append([]string{"replay", "--exact", "--format", "jsonl", "--host", "all", filepath.Join(dir, "all.pcap")}, mergeRates...)...))
+	merged := parseReports(t, got)
+	if len(merged) != len(whole) {
+		t.Fatalf("merge of the topic wrote %d reports, the whole trace has %d", len(merged), len(whole))
+	}
+	for i := range whole {
+		if diff := cmp.Diff(withoutKeys(whole[i], "host", "hosts"), withoutKeys(merged[i], "host", "hosts")); diff != "" {
+			t.Errorf("window %d: merge of the topic differs from one host replaying the whole trace (-whole +kafka):\n%s", i, diff)
+		}
 	}
 	if again := mustRunInProcess(t, append(append([]string{"merge", "--exact", "--format", "jsonl"}, mergeRates...), url)...); again != "" {
 		t.Errorf("a second merge of the group reported again:\n%s", again)
