@@ -46,7 +46,7 @@ func (m *merger) runKafka(ctx context.Context, url, group string, follow bool, p
 func (in *kafkaInput) Read(ctx context.Context, m *merger) (inputState, error) {
 	pctx, cancel := context.WithTimeout(ctx, in.poll)
 	defer cancel()
-	b, err := in.c.Poll(pctx)
+	b, err := in.c.Poll(pctx, m.spare)
 	if err != nil {
 		return 0, err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -19,6 +20,9 @@ import (
 
 	"github.com/rocescope/rocescope/metrics"
 )
+
+// maxSpare bounds the part windows a Consumer keeps to decode into.
+const maxSpare = 4
 
 // DefaultGroup is the consumer group of `rocescope merge`.
 const DefaultGroup = "rocescope-merge"
@@ -75,6 +79,39 @@ type Consumer struct {
 	err     error // from a callback
 
 	stats ConsumerStats
+
+	frames *frameReader         // the record being decoded, framed as in a state file
+	states *metrics.StateReader // decodes from frames, reusing its buffer
+	spare  []*metrics.Window    // parts merged into others, to decode into again
+}
+
+// frameReader hands a StateReader one record value at a time, behind the
+// 4-byte length a state file frames it with.
+type frameReader struct {
+	hdr  [4]byte
+	b    []byte
+	off  int // into hdr, then into b
+	size int
+}
+
+// reset makes v the next frame.
+func (f *frameReader) reset(v []byte) {
+	binary.BigEndian.PutUint32(f.hdr[:], uint32(len(v)))
+	f.b, f.off, f.size = v, 0, 4+len(v)
+}
+
+func (f *frameReader) Read(p []byte) (int, error) {
+	if f.off == f.size {
+		return 0, io.EOF
+	}
+	var n int
+	if f.off < 4 {
+		n = copy(p, f.hdr[f.off:])
+	} else {
+		n = copy(p, f.b[f.off-4:])
+	}
+	f.off += n
+	return n, nil
 }
 
 // partition is what a Consumer tracks of one assigned partition.
@@ -104,7 +141,8 @@ func NewConsumer(t *Target, group string) (*Consumer, error) {
 	if group == "" {
 		group = DefaultGroup
 	}
-	c := &Consumer{target: t, group: group, owned: make(map[int32]*partition)}
+	c := &Consumer{target: t, group: group, owned: make(map[int32]*partition), frames: new(frameReader)}
+	c.states = metrics.NewStateReader(c.frames, t.Topic)
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(t.Brokers...),
 		kgo.ConsumeTopics(t.Topic),
@@ -178,10 +216,13 @@ func (c *Consumer) revoked(_ context.Context, _ *kgo.Client, m map[string][]int3
 }
 
 // Poll waits until ctx is done for records and returns the host states
-// they complete. It returns an error for a record that is not a state and
-// for a failure of the brokers that the client does not retry; a ctx that
-// ends is not an error.
-func (c *Consumer) Poll(ctx context.Context) (*Batch, error) {
+// they complete. It decodes states into windows from spare (or new ones
+// when spare is nil), reusing their sketches when they have the state's
+// shape: give it windows the caller is done with, such as
+// metrics.Merger.Spare. It returns an error for a record that is not a
+// state and for a failure of the brokers that the client does not retry; a
+// ctx that ends is not an error.
+func (c *Consumer) Poll(ctx context.Context, spare func() *metrics.Window) (*Batch, error) {
 	c.cl.AllowRebalance() // the callbacks run now, or within PollFetches
 	ends, endErr := c.adm.ListEndOffsets(ctx, c.target.Topic)
 	if endErr == nil {
@@ -232,7 +273,7 @@ func (c *Consumer) Poll(ctx context.Context) (*Batch, error) {
 			return
 		}
 		for _, r := range fp.Records {
-			if err = c.record(b, p, r); err != nil {
+			if err = c.record(b, p, r, spare); err != nil {
 				return
 			}
 		}
@@ -270,7 +311,7 @@ func (p *partition) position() int64 {
 }
 
 // record takes one record of partition p into b.
-func (c *Consumer) record(b *Batch, p *partition, r *kgo.Record) error {
+func (c *Consumer) record(b *Batch, p *partition, r *kgo.Record, spare func() *metrics.Window) error {
 	src := fmt.Sprintf("%s/%d@%d", r.Topic, r.Partition, r.Offset)
 	p.next = r.Offset + 1
 	h, err := readHeaders(r)
@@ -284,8 +325,17 @@ func (c *Consumer) record(b *Batch, p *partition, r *kgo.Record) error {
 	if _, ok := p.pending[h.start]; !ok {
 		p.pending[h.start] = r.Offset
 	}
-	w := new(metrics.Window)
-	if err := w.UnmarshalBinary(r.Value); err != nil {
+	var w *metrics.Window
+	switch n := len(c.spare); {
+	case n > 0:
+		w, c.spare = c.spare[n-1], c.spare[:n-1]
+	case spare != nil:
+		w = spare()
+	default:
+		w = new(metrics.Window)
+	}
+	c.frames.reset(r.Value)
+	if err := c.states.Next(w); err != nil {
 		return c.errorf("%s: %w", src, err)
 	}
 	if w.Start != h.start || w.Length != h.length {
@@ -306,6 +356,9 @@ func (c *Consumer) record(b *Batch, p *partition, r *kgo.Record) error {
 	}
 	if err := pt.w.Merge(w); err != nil {
 		return c.errorf("%s: %w", src, err)
+	}
+	if len(c.spare) < maxSpare {
+		c.spare = append(c.spare, w)
 	}
 	if pt.got++; pt.got == pt.n {
 		delete(p.parts, k)
