@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rocescope/rocescope/metrics"
@@ -78,9 +79,11 @@ type Config struct {
 	// BatchWindows is how many windows' rows one INSERT carries at most
 	// (default 10); Flush sends a smaller batch.
 	BatchWindows int
-	// Queue is how many batches wait for the server (default 64); a batch
-	// that finds the queue full is spilled.
-	Queue int
+	// Queue is how many batches wait for the server (default 64), and
+	// QueueBytes how many bytes of rows (default 256 MiB); a batch that
+	// finds the queue full is spilled.
+	Queue      int
+	QueueBytes int
 	// Timeout bounds one HTTP request (default 30s).
 	Timeout time.Duration
 	// MaxBackoff bounds the wait between retries (default 10s).
@@ -101,6 +104,9 @@ func (c *Config) withDefaults() Config {
 	if d.Queue <= 0 {
 		d.Queue = 64
 	}
+	if d.QueueBytes <= 0 {
+		d.QueueBytes = 256 << 20
+	}
 	if d.Timeout <= 0 {
 		d.Timeout = 30 * time.Second
 	}
@@ -116,7 +122,8 @@ func (c *Config) withDefaults() Config {
 // batch is rows of some windows for both tables.
 type batch struct {
 	windows, flows []byte
-	n              int // windows
+	n              int   // windows
+	bytes          int64 // of rows when queued
 }
 
 // Sink writes reports into ClickHouse; it implements metrics.Sink. See the
@@ -128,6 +135,7 @@ type Sink struct {
 	client *http.Client
 	cur    *batch
 	queue  chan *batch
+	queued atomic.Int64 // bytes of the batches in the queue or being sent
 	done   chan struct{}
 	stop   context.Context // done when Close's time is up
 	cancel context.CancelFunc
@@ -159,6 +167,9 @@ func New(t *Target, cfg *Config) (*Sink, error) {
 		return nil, err
 	}
 	if old != nil {
+		// First in line, whatever its size: the queue has room for it.
+		old.bytes = int64(len(old.windows) + len(old.flows))
+		s.queued.Add(old.bytes)
 		s.queue <- old
 	}
 	go s.send()
@@ -187,10 +198,21 @@ func (s *Sink) Flush() error {
 	}
 	b := s.cur
 	s.cur = &batch{}
+	return s.enqueue(b)
+}
+
+// enqueue queues b, or spills it when the queue is full.
+func (s *Sink) enqueue(b *batch) error {
+	b.bytes = int64(len(b.windows) + len(b.flows))
+	if s.queued.Add(b.bytes) > int64(s.cfg.QueueBytes) {
+		s.queued.Add(-b.bytes)
+		return s.spill(b)
+	}
 	select {
 	case s.queue <- b:
 		return nil
 	default:
+		s.queued.Add(-b.bytes)
 		return s.spill(b)
 	}
 }
@@ -200,30 +222,31 @@ func (s *Sink) Flush() error {
 func (s *Sink) send() {
 	defer close(s.done)
 	for b := range s.queue {
-		if s.stop.Err() != nil {
-			s.spill(b) // its error is in lastErr
-			continue
-		}
-		for wait := 100 * time.Millisecond; ; wait = min(2*wait, s.cfg.MaxBackoff) {
-			err := s.insert(b)
-			if err == nil {
-				s.mu.Lock()
-				s.inserted += b.n
-				s.mu.Unlock()
-				break
-			}
+		s.sendBatch(b)
+	}
+}
+
+// sendBatch inserts b, retrying with backoff until it is in or Close's
+// time is up, and then spills it.
+func (s *Sink) sendBatch(b *batch) {
+	defer s.queued.Add(-b.bytes)
+	for wait := 100 * time.Millisecond; s.stop.Err() == nil; wait = min(2*wait, s.cfg.MaxBackoff) {
+		err := s.insert(b)
+		if err == nil {
 			s.mu.Lock()
-			s.lastErr = err
+			s.inserted += b.n
 			s.mu.Unlock()
-			select {
-			case <-time.After(wait):
-				continue
-			case <-s.stop.Done():
-			}
-			s.spill(b) // its error is in lastErr
-			break
+			return
+		}
+		s.mu.Lock()
+		s.lastErr = err
+		s.mu.Unlock()
+		select {
+		case <-time.After(wait):
+		case <-s.stop.Done():
 		}
 	}
+	s.spill(b) // its error is in lastErr
 }
 
 // insert creates the tables if need be and inserts b, table by table; a

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,3 +119,38 @@ func TestSpillAndLoad(t *testing.T) {
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// TestQueueBound writes batches larger than the queue may hold: each must
+// be spilled when it is flushed, without waiting for the server, and Close
+// must say why.
+func TestQueueBound(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := l.Addr().String()
+	l.Close()
+	spill := filepath.Join(t.TempDir(), "spill")
+	s, err := New(&Target{Addr: down, Database: "bound", Spill: spill}, &Config{BatchWindows: 1, QueueBytes: 100, CloseTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := s.Write(testReport(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := s.Stats(); got != (Stats{Spilled: 3}) {
+		t.Errorf("stats before Close %+v, want 3 spilled", got)
+	}
+	if err := s.Close(); !errors.Is(err, ErrPending) || !strings.Contains(err.Error(), "the queue was full") {
+		t.Errorf("Close: %v, want ErrPending because the queue was full", err)
+	}
+	data, err := os.ReadFile(spill + "." + TableWindows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "\n"); n != 3 {
+		t.Errorf("%d window rows spilled, want 3", n)
+	}
+}
