@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -286,4 +287,32 @@ func withoutPrevious(r map[string]any) map[string]any {
 		c[l] = out
 	}
 	return c
+}
+
+// TestReplayKafkaDown replays with its states going to a broker that is
+// not there: the reports must be written as without --state-out, and the
+// run must end with status 1 and say that the states were not delivered.
+func TestReplayKafkaDown(t *testing.T) {
+	dir := t.TempDir()
+	parts, _ := writeSplitTrace(t, dir, &synth.Config{Seed: 3, Packets: 20_000, Flows: 200}, 1, roundRobin(1))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := l.Addr().String()
+	l.Close() // nothing listens there now
+	args := append([]string{"replay", "--format", "jsonl", "--host", "cap0"}, mergeRates...)
+	want := mustRunInProcess(t, append(args, parts[0])...)
+	start := time.Now()
+	code, got, errOut := runInProcess(context.Background(), append(args, "--state-out", "kafka://"+down+"/states?delivery-timeout=1s", parts[0])...)
+	if code != 1 || !strings.Contains(errOut, "3 of 3 window states not delivered") {
+		t.Errorf("exit status %d, want 1 and a message that 3 of 3 states were not delivered:\n%s", code, errOut)
+	}
+	if n := strings.Count(errOut, "not delivered to topic states on "+down); n != 3 {
+		t.Errorf("%d messages about undelivered states, want one per window:\n%s", n, errOut)
+	}
+	if got != want {
+		t.Errorf("reports differ from a replay without --state-out (-want +got):\n%s", cmp.Diff(want, got))
+	}
+	t.Logf("replay with the broker down took %v", time.Since(start))
 }

@@ -45,7 +45,8 @@ type ProducerConfig struct {
 	// dropped and counted.
 	MaxBufferedBytes int
 	// Retries bounds how often a record is sent again (default 20), and
-	// DeliveryTimeout how long it may take to deliver (default 2m).
+	// DeliveryTimeout how long it may take to deliver (default 2m; the
+	// Target's, if it has one).
 	Retries         int
 	DeliveryTimeout time.Duration
 	// CloseTimeout bounds how long Close waits for buffered states
@@ -123,6 +124,9 @@ type pending struct {
 // brokers: a broker that is down at start delays delivery, not the run.
 func NewProducer(t *Target, cfg *ProducerConfig) (*Producer, error) {
 	c := cfg.withDefaults()
+	if t.DeliveryTimeout > 0 {
+		c.DeliveryTimeout = t.DeliveryTimeout
+	}
 	if c.Host == "" {
 		return nil, fmt.Errorf("kafka: producer for topic %s: no host name", t.Topic)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Scheme is the URL scheme of a Kafka target: kafka://BROKER[,BROKER...]/TOPIC.
@@ -25,18 +26,21 @@ const minRecordBytes = 4096
 // ErrTarget is wrapped by errors parsing a Kafka URL.
 var ErrTarget = errors.New("invalid kafka target")
 
-// Target is where states go or come from: the seed brokers, the topic and
-// the largest record the brokers accept.
+// Target is where states go or come from: the seed brokers, the topic, the
+// largest record the brokers accept and how long a producer tries to
+// deliver a state.
 type Target struct {
-	Brokers        []string // host:port each
-	Topic          string
-	MaxRecordBytes int // largest state record; split states above it
+	Brokers         []string // host:port each
+	Topic           string
+	MaxRecordBytes  int           // largest state record; split states above it
+	DeliveryTimeout time.Duration // 0: the ProducerConfig's
 }
 
 // IsURL reports whether s names a Kafka target rather than a path.
 func IsURL(s string) bool { return strings.HasPrefix(s, Scheme) }
 
-// ParseURL reads kafka://BROKER[,BROKER...]/TOPIC[?max-record-bytes=N].
+// ParseURL reads
+// kafka://BROKER[,BROKER...]/TOPIC[?max-record-bytes=N&delivery-timeout=D].
 // A broker without a port gets Kafka's 9092.
 func ParseURL(s string) (*Target, error) {
 	if !IsURL(s) {
@@ -62,14 +66,22 @@ func ParseURL(s string) (*Target, error) {
 		t.Brokers = append(t.Brokers, b)
 	}
 	for k, v := range query {
-		if k != "max-record-bytes" {
-			return nil, fmt.Errorf("kafka: %q: unknown parameter %q (known: max-record-bytes): %w", s, k, ErrTarget)
+		switch v := v[len(v)-1]; k {
+		case "max-record-bytes":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < minRecordBytes {
+				return nil, fmt.Errorf("kafka: %q: max-record-bytes %q: want a number of at least %d: %w", s, v, minRecordBytes, ErrTarget)
+			}
+			t.MaxRecordBytes = n
+		case "delivery-timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil || d < time.Second {
+				return nil, fmt.Errorf("kafka: %q: delivery-timeout %q: want a duration of at least 1s: %w", s, v, ErrTarget)
+			}
+			t.DeliveryTimeout = d
+		default:
+			return nil, fmt.Errorf("kafka: %q: unknown parameter %q (known: max-record-bytes, delivery-timeout): %w", s, k, ErrTarget)
 		}
-		n, err := strconv.Atoi(v[len(v)-1])
-		if err != nil || n < minRecordBytes {
-			return nil, fmt.Errorf("kafka: %q: max-record-bytes %q: want a number of at least %d: %w", s, v[len(v)-1], minRecordBytes, ErrTarget)
-		}
-		t.MaxRecordBytes = n
 	}
 	return t, nil
 }

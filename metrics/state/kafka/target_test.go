@@ -3,6 +3,7 @@ package kafka
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -14,6 +15,8 @@ func TestParseURL(t *testing.T) {
 	}{
 		{"kafka://k1:9093,k2/states", &Target{Brokers: []string{"k1:9093", "k2:9092"}, Topic: "states", MaxRecordBytes: DefaultMaxRecordBytes}},
 		{"kafka://127.0.0.1:1,127.0.0.1:2/s?max-record-bytes=65536", &Target{Brokers: []string{"127.0.0.1:1", "127.0.0.1:2"}, Topic: "s", MaxRecordBytes: 65536}},
+		{"kafka://k1/s?delivery-timeout=5s", &Target{Brokers: []string{"k1:9092"}, Topic: "s", MaxRecordBytes: DefaultMaxRecordBytes, DeliveryTimeout: 5 * time.Second}},
+		{"kafka://k1/s?delivery-timeout=5ms", nil},
 		{"kafka://k1/", nil},
 		{"kafka://k1/a/b", nil},
 		{"kafka://k1,,k2/s", nil},
