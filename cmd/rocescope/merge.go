@@ -62,7 +62,7 @@ against the previous window each merger reported.`,
 		flags: func(fs *pflag.FlagSet) runner {
 			var o reportOptions
 			o.bind(fs)
-			follow := fs.Bool("follow", false, "keep watching the directories for new state files")
+			follow := fs.Bool("follow", false, "keep watching the directories for new state files (or keep reading the kafka:// topic)")
 			hosts := fs.StringSlice("hosts", nil, "with --follow: the hosts whose states complete a window")
 			timeout := fs.Duration("timeout", 10*time.Second, "with --follow: emit a window this long after its first state even if hosts are missing (--wait is the same flag)")
 			poll := fs.Duration("poll", 500*time.Millisecond, "with --follow: how often to look for new files (with kafka://, the longest wait for records)")
