@@ -25,7 +25,11 @@
 // the commit's metadata holds the newest window reported, so that a
 // consumer taking the partition over (after a restart or a rebalance) skips
 // the states of windows already reported and reads those of every other
-// window again. No window is reported twice, and none is lost.
+// window again. No window is reported twice, and none is lost. What a
+// report carries over from the window before it (jitter, prev_rate_bps,
+// learned QP pairs) is exact when one consumer reads every window in
+// order; a consumer that restarts, or shares the partitions with others,
+// measures it against the windows it reported itself.
 //
 // # Concurrency and lifetime
 //
