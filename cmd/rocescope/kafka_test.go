@@ -316,3 +316,49 @@ func TestReplayKafkaDown(t *testing.T) {
 	}
 	t.Logf("replay with the broker down took %v", time.Since(start))
 }
+
+// TestKafkaMergeBrokerRestart runs merge --follow while its only broker
+// (kfake, with its data in a directory) stops and starts again on the same
+// port between two halves of the states: the merger must ride it out and
+// report every window once, byte for byte as the file merge does (one
+// merger sees every window in order, so nothing differs).
+func TestKafkaMergeBrokerRestart(t *testing.T) {
+	dir := t.TempDir()
+	parts, _ := writeSplitTrace(t, dir, kafkaTrace(), 3, byConnection(3))
+	dirs, _ := splitRun(t, dir, parts)
+	want := mustRunInProcess(t, append(append([]string{"merge", "--exact", "--format", "jsonl"}, mergeRates...), dirs...)...)
+	starts := slices.Sorted(maps.Keys(reportLines(t, want)))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	data := t.TempDir()
+	start := func() *kfake.Cluster {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.SeedTopics(4, "fleet"), kfake.DataDir(data), kfake.SyncWrites())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	c := start()
+	url := fmt.Sprintf("kafka://127.0.0.1:%d/fleet", port)
+	m := startFollow(t, append(append([]string{"merge", "--exact", "--format", "jsonl", "--follow", "--poll", "20ms", "--wait", "1m",
+		"--hosts", "h0,h1,h2"}, mergeRates...), url)...)
+	produceStates(t, url, dirs, []int{0, 1, 2}, starts[:4])
+	waitFor(t, "the first 4 windows", func() bool { return len(m.stdout.lines()) == 4 })
+	c.Close()
+	time.Sleep(500 * time.Millisecond) // the merger meets the closed port
+	start()
+	produceStates(t, url, dirs, []int{0, 1, 2}, starts[4:])
+	waitFor(t, "all 8 windows", func() bool { return len(m.stdout.lines()) == 8 })
+	if code := m.stop(); code != 0 {
+		t.Fatalf("merge: exit status %d: %s", code, m.stderr.String())
+	}
+	t.Logf("merge said:\n%s", m.stderr.String())
+	if got := m.stdout.String(); got != want {
+		t.Errorf("merge across a broker restart differs from the file merge (-files +kafka):\n%s", cmp.Diff(want, got))
+	}
+}

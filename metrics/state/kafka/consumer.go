@@ -54,6 +54,10 @@ type Batch struct {
 	// the poll began has been read (and is in this batch or an earlier
 	// one).
 	CaughtUp bool
+	// Err is trouble reaching the brokers during the poll, such as a
+	// broker that is down: the client keeps trying, nothing read is lost,
+	// and the batch is not CaughtUp.
+	Err error
 }
 
 // ConsumerStats counts what a Consumer skipped.
@@ -216,11 +220,11 @@ func (c *Consumer) revoked(_ context.Context, _ *kgo.Client, m map[string][]int3
 }
 
 // Poll waits until ctx is done for records and returns the host states
-// they complete. It decodes states into windows from spare (or new ones
+// they complete; trouble with the brokers is in the batch's Err. It decodes states into windows from spare (or new ones
 // when spare is nil), reusing their sketches when they have the state's
 // shape: give it windows the caller is done with, such as
 // metrics.Merger.Spare. It returns an error for a record that is not a
-// state and for a failure of the brokers that the client does not retry; a
+// state, or that cannot be merged with the other parts of its state; a
 // ctx that ends is not an error.
 func (c *Consumer) Poll(ctx context.Context, spare func() *metrics.Window) (*Batch, error) {
 	c.cl.AllowRebalance() // the callbacks run now, or within PollFetches
@@ -243,10 +247,7 @@ func (c *Consumer) Poll(ctx context.Context, spare func() *metrics.Window) (*Bat
 	if endErr != nil && ctx.Err() == nil {
 		errs = append(errs, c.errorf("end offsets: %w", endErr))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	b := &Batch{}
+	b := &Batch{Err: errors.Join(errs...)}
 	reread := make(map[int32]bool)
 	if c.changed {
 		// The caller forgets its pending windows: read the records of
@@ -281,7 +282,7 @@ func (c *Consumer) Poll(ctx context.Context, spare func() *metrics.Window) (*Bat
 	if err != nil {
 		return nil, err
 	}
-	b.CaughtUp = c.joined && endErr == nil
+	b.CaughtUp = c.joined && endErr == nil && b.Err == nil
 	for id, p := range c.owned {
 		e, ok := ends.Lookup(c.target.Topic, id)
 		if !ok || p.reading() < e.Offset {
