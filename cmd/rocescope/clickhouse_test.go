@@ -112,7 +112,7 @@ func sameValue(t *testing.T, what string, r, ch any) {
 	var want string
 	switch v := r.(type) {
 	case map[string]any:
-		b, _ := json.Marshal(v) // map keys sorted; so are ClickHouse's (the report's text is compared below)
+		b, _ := json.Marshal(v) // keys sorted, numbers as written; the same is done to ClickHouse's string
 		want = string(b)
 		if s, ok := ch.(string); ok {
 			var m map[string]any
@@ -146,4 +146,46 @@ func sameValue(t *testing.T, what string, r, ch any) {
 		return
 	}
 	t.Errorf("%s: ClickHouse has %q, the report %q", what, got, want)
+}
+
+// TestKafkaToClickHouse runs the fleet's pipeline: three hosts' states go
+// through a Kafka topic, a merger writes the reports into ClickHouse, and
+// what SELECT reads back must be the file merge's reports, figure for
+// figure.
+func TestKafkaToClickHouse(t *testing.T) {
+	addr := clickhousetest.Start(t)
+	dir := t.TempDir()
+	parts, _ := writeSplitTrace(t, dir, kafkaTrace(), 3, byConnection(3))
+	dirs, _ := splitRun(t, dir, parts)
+	want := parseReports(t, mustRunInProcess(t, append(append([]string{"merge", "--format", "jsonl"}, mergeRates...), dirs...)...))
+	_, url := startKafka(t, 3, 4, "fleet", "")
+	for i, part := range parts {
+		mustRunInProcess(t, append(append([]string{"replay", "--workers", "2", "--format", "jsonl", "--host", fmt.Sprintf("h%d", i), "--state-out", url}, mergeRates...), part)...)
+	}
+	mustRunInProcess(t, append(append([]string{"merge", "-o", fmt.Sprintf("clickhouse://%s/fleet?spill=%s", addr, filepath.Join(dir, "spill"))}, mergeRates...), url)...)
+	got := selectRows(t, addr, "SELECT * FROM fleet.windows ORDER BY window_start_ns FORMAT JSONEachRow")
+	if len(got) != len(want) {
+		t.Fatalf("%d rows in windows, want %d", len(got), len(want))
+	}
+	for i, r := range want {
+		for k, v := range r {
+			if !slices.Contains([]string{"top_flows", "elephants", "jitter", "flows_all"}, k) {
+				sameValue(t, fmt.Sprintf("window %d %s", i, k), v, got[i][k])
+			}
+		}
+	}
+	flows := selectRows(t, addr, "SELECT count() AS n FROM fleet.flows FORMAT JSONEachRow")
+	n := 0
+	for _, r := range want {
+		listed := map[string]bool{}
+		for _, l := range []string{"top_flows", "elephants", "jitter"} {
+			for _, f := range r[l].([]any) {
+				listed[flowRowKey(r["window_start_ns"], f.(map[string]any))] = true
+			}
+		}
+		n += len(listed)
+	}
+	if fmt.Sprint(flows[0]["n"]) != fmt.Sprint(n) {
+		t.Errorf("%v rows in flows, the reports list %d flows", flows[0]["n"], n)
+	}
 }
