@@ -220,12 +220,13 @@ func (c *Consumer) revoked(_ context.Context, _ *kgo.Client, m map[string][]int3
 }
 
 // Poll waits until ctx is done for records and returns the host states
-// they complete; trouble with the brokers is in the batch's Err. It decodes states into windows from spare (or new ones
-// when spare is nil), reusing their sketches when they have the state's
-// shape: give it windows the caller is done with, such as
-// metrics.Merger.Spare. It returns an error for a record that is not a
-// state, or that cannot be merged with the other parts of its state; a
-// ctx that ends is not an error.
+// they complete; trouble reaching the brokers is in the batch's Err. It
+// decodes states into windows from spare (or new ones when spare is nil),
+// reusing their sketches when they have the state's shape: give it
+// windows the caller is done with, such as metrics.Merger.Spare. It
+// returns an error for a record that is not a state or whose parts do not
+// merge, and when the committed offsets of partitions assigned to it
+// could not be read; a ctx that ends is not an error.
 func (c *Consumer) Poll(ctx context.Context, spare func() *metrics.Window) (*Batch, error) {
 	c.cl.AllowRebalance() // the callbacks run now, or within PollFetches
 	ends, endErr := c.adm.ListEndOffsets(ctx, c.target.Topic)
