@@ -69,7 +69,7 @@ against the previous window each merger reported.`,
 			group := fs.String("group", kafka.DefaultGroup, "with a kafka:// input: the consumer group, whose members share the topic's partitions")
 			fs.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 				if name == "wait" {
-					name = "timeout" // the name the Kafka documentation uses
+					name = "timeout" // --wait: the name the Kafka merge goes by
 				}
 				return pflag.NormalizedName(name)
 			})
