@@ -158,7 +158,7 @@ func TestKafkaToClickHouse(t *testing.T) {
 	parts, _ := writeSplitTrace(t, dir, kafkaTrace(), 3, byConnection(3))
 	dirs, _ := splitRun(t, dir, parts)
 	want := parseReports(t, mustRunInProcess(t, append(append([]string{"merge", "--format", "jsonl"}, mergeRates...), dirs...)...))
-	_, url := startKafka(t, 3, 4, "fleet", "")
+	_, url := startKafka(t, 3, 4, "fleet", 0)
 	for i, part := range parts {
 		mustRunInProcess(t, append(append([]string{"replay", "--workers", "2", "--format", "jsonl", "--host", fmt.Sprintf("h%d", i), "--state-out", url}, mergeRates...), part)...)
 	}

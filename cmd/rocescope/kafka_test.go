@@ -25,16 +25,24 @@ import (
 )
 
 // startKafka starts an in-process Kafka cluster of brokers on 127.0.0.1,
-// with the topic in partitions, stopped when the test ends, and returns it
-// with the kafka:// URL of the topic.
-func startKafka(t *testing.T, brokers int, partitions int32, topic, query string) (*kfake.Cluster, string) {
+// with the topic in partitions, its largest message maxMessage bytes (0
+// for kfake's default), stopped when the test ends, and returns it with
+// the kafka:// URL of the topic.
+func startKafka(t *testing.T, brokers int, partitions int32, topic string, maxMessage int) (*kfake.Cluster, string) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(brokers), kfake.SeedTopics(partitions, topic))
+	c, err := kfake.NewCluster(kfake.NumBrokers(brokers))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return c, kafka.Scheme + strings.Join(c.ListenAddrs(), ",") + "/" + topic + query
+	var configs map[string]string
+	if maxMessage > 0 {
+		configs = map[string]string{"max.message.bytes": fmt.Sprint(maxMessage)}
+	}
+	if err := c.CreateTopic(topic, partitions, configs); err != nil {
+		t.Fatal(err)
+	}
+	return c, kafka.Scheme + strings.Join(c.ListenAddrs(), ",") + "/" + topic
 }
 
 // topicRecords returns the number of records in the topic.
@@ -83,8 +91,9 @@ func reportLines(t *testing.T, out string) map[string]string {
 }
 
 // TestKafkaMergeEqualsFiles splits a trace over three hosts, replays each
-// with its states going to a Kafka topic of 4 partitions on 3 brokers, in
-// records of at most 32 KiB (so that every state is split into parts), and
+// with its states going to a Kafka topic of 4 partitions on 3 brokers
+// whose messages may not exceed 48 KiB (so that the producers must learn
+// that and split every state into parts), and
 // requires `merge kafka://...` to write byte for byte what merging the same
 // hosts' state files writes, and what one host replaying the whole trace
 // writes but for host and hosts; a second merge of the group must find
@@ -99,7 +108,7 @@ func TestKafkaMergeEqualsFiles(t *testing.T) {
 		t.Fatalf("file merge wrote %d windows, want 8", windows)
 	}
 
-	c, url := startKafka(t, 3, 4, "states", "?max-record-bytes=32768")
+	c, url := startKafka(t, 3, 4, "states", 48<<10)
 	for i, part := range parts {
 		args := append([]string{"replay", "--exact", "--workers", "2", "--format", "jsonl", "--host", fmt.Sprintf("h%d", i), "--state-out", url}, mergeRates...)
 		mustRunInProcess(t, append(args, part)...)
@@ -184,7 +193,8 @@ func TestKafkaMergeGroupRestart(t *testing.T) {
 	if len(starts) != 8 {
 		t.Fatalf("%d windows, want 8", len(starts))
 	}
-	cluster, url := startKafka(t, 3, 4, "fleet", "?max-record-bytes=32768")
+	cluster, url := startKafka(t, 3, 4, "fleet", 0)
+	url += "?max-record-bytes=32768"
 	stable := func() {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -8,7 +8,9 @@
 // window start (8 bytes, big-endian, ns since the Unix epoch), so that every
 // host's state of a window lands in one partition, and the headers name the
 // host, the window start and length (decimal ns), the state version and the
-// part ("1/1"). A state larger than a record may be is split into parts
+// part ("1/1"). A state larger than a record may be (the topic's
+// max.message.bytes less room for framing, asked of the brokers before the
+// first state, or the Target's MaxRecordBytes) is split into parts
 // ("1/3", "2/3", "3/3"): windows of the same start and host whose merge is
 // the whole state — the first part holds the counters and CM messages, the
 // sketches go whole into the first parts they fit, and the flows are dealt

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/rocescope/rocescope/metrics"
@@ -110,6 +111,10 @@ type Producer struct {
 	warnMu sync.Mutex
 
 	written, delivered, failed, dropped, records atomic.Uint64
+
+	limit atomic.Int64 // largest record
+	tried time.Time    // when the producer last asked the brokers for the topic's limit
+	known bool         // limit is the topic's, or the Target's
 }
 
 // pending is one window's state on its way.
@@ -130,11 +135,16 @@ func NewProducer(t *Target, cfg *ProducerConfig) (*Producer, error) {
 	if c.Host == "" {
 		return nil, fmt.Errorf("kafka: producer for topic %s: no host name", t.Topic)
 	}
+	p := &Producer{target: t, cfg: c, queue: make(chan *pending, c.Queue), done: make(chan struct{})}
+	p.limit.Store(int64(t.MaxRecordBytes))
+	if t.MaxRecordBytes == 0 {
+		p.limit.Store(DefaultMaxRecordBytes)
+	}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(t.Brokers...),
 		kgo.DefaultProduceTopic(t.Topic),
 		kgo.ProducerBatchCompression(kgo.ZstdCompression(), kgo.Lz4Compression()),
-		kgo.ProducerBatchMaxBytes(int32(t.MaxRecordBytes+batchOverhead)),
+		kgo.ProducerBatchMaxBytesFn(func(string) int32 { return int32(p.limit.Load() + batchOverhead) }),
 		kgo.MaxBufferedBytes(c.MaxBufferedBytes),
 		kgo.RecordRetries(c.Retries),
 		kgo.RecordDeliveryTimeout(c.DeliveryTimeout),
@@ -143,7 +153,7 @@ func NewProducer(t *Target, cfg *ProducerConfig) (*Producer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: producer for topic %s on %s: %w", t.Topic, strings.Join(t.Brokers, ","), err)
 	}
-	p := &Producer{target: t, cfg: c, cl: cl, queue: make(chan *pending, c.Queue), done: make(chan struct{})}
+	p.cl = cl
 	go p.run()
 	return p, nil
 }
@@ -173,7 +183,31 @@ func (p *Producer) Write(w *metrics.Window) error {
 func (p *Producer) run() {
 	defer close(p.done)
 	for s := range p.queue {
+		p.learnLimit()
 		p.send(s)
+	}
+}
+
+// learnLimit asks the brokers for the topic's max.message.bytes, unless
+// the Target sets the limit: at most once a minute until they answer.
+func (p *Producer) learnLimit() {
+	if p.known || p.target.MaxRecordBytes > 0 || time.Since(p.tried) < time.Minute {
+		return
+	}
+	p.tried = time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rcs, err := kadm.NewClient(p.cl).DescribeTopicConfigs(ctx, p.target.Topic)
+	if err != nil || len(rcs) != 1 || rcs[0].Err != nil {
+		return
+	}
+	for _, c := range rcs[0].Configs {
+		if c.Key == "max.message.bytes" && c.Value != nil {
+			if n, err := strconv.Atoi(*c.Value); err == nil && n-batchOverhead >= minRecordBytes {
+				p.limit.Store(int64(n - batchOverhead))
+				p.known = true
+			}
+		}
 	}
 }
 
@@ -182,11 +216,11 @@ func (p *Producer) run() {
 // and split.
 func (p *Producer) send(s *pending) {
 	parts := [][]byte{s.enc}
-	if len(s.enc) > p.target.MaxRecordBytes {
+	if limit := int(p.limit.Load()); len(s.enc) > limit {
 		w := new(metrics.Window)
 		err := w.UnmarshalBinary(s.enc)
 		if err == nil {
-			parts, err = split(w, s.enc, p.target.MaxRecordBytes)
+			parts, err = split(w, s.enc, limit)
 		}
 		if err != nil {
 			p.failed.Add(1)

@@ -13,10 +13,10 @@ import (
 // Scheme is the URL scheme of a Kafka target: kafka://BROKER[,BROKER...]/TOPIC.
 const Scheme = "kafka://"
 
-// DefaultMaxRecordBytes is the default largest record a Producer writes:
-// a little under the 1 MiB a broker accepts by default
-// (message.max.bytes 1048588), leaving room for the key, headers and
-// batch framing.
+// DefaultMaxRecordBytes is the largest record a Producer writes when it
+// cannot learn the topic's max.message.bytes: a little under the 1 MiB a
+// broker accepts by default (message.max.bytes 1048588), leaving room for
+// the key, headers and batch framing.
 const DefaultMaxRecordBytes = 1_000_000
 
 // minRecordBytes bounds max-record-bytes from below: a part needs room for
@@ -32,7 +32,7 @@ var ErrTarget = errors.New("invalid kafka target")
 type Target struct {
 	Brokers         []string // host:port each
 	Topic           string
-	MaxRecordBytes  int           // largest state record; split states above it
+	MaxRecordBytes  int           // largest state record, split above; 0: learn it from the topic
 	DeliveryTimeout time.Duration // 0: the ProducerConfig's
 }
 
@@ -52,7 +52,7 @@ func ParseURL(s string) (*Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %q: %w: %w", s, err, ErrTarget)
 	}
-	t := &Target{Topic: path, MaxRecordBytes: DefaultMaxRecordBytes}
+	t := &Target{Topic: path}
 	if t.Topic == "" || strings.Contains(t.Topic, "/") {
 		return nil, fmt.Errorf("kafka: %q: want one topic after the brokers: %w", s, ErrTarget)
 	}

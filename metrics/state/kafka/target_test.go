@@ -13,9 +13,9 @@ func TestParseURL(t *testing.T) {
 		in   string
 		want *Target
 	}{
-		{"kafka://k1:9093,k2/states", &Target{Brokers: []string{"k1:9093", "k2:9092"}, Topic: "states", MaxRecordBytes: DefaultMaxRecordBytes}},
+		{"kafka://k1:9093,k2/states", &Target{Brokers: []string{"k1:9093", "k2:9092"}, Topic: "states"}},
 		{"kafka://127.0.0.1:1,127.0.0.1:2/s?max-record-bytes=65536", &Target{Brokers: []string{"127.0.0.1:1", "127.0.0.1:2"}, Topic: "s", MaxRecordBytes: 65536}},
-		{"kafka://k1/s?delivery-timeout=5s", &Target{Brokers: []string{"k1:9092"}, Topic: "s", MaxRecordBytes: DefaultMaxRecordBytes, DeliveryTimeout: 5 * time.Second}},
+		{"kafka://k1/s?delivery-timeout=5s", &Target{Brokers: []string{"k1:9092"}, Topic: "s", DeliveryTimeout: 5 * time.Second}},
 		{"kafka://k1/s?delivery-timeout=5ms", nil},
 		{"kafka://k1/", nil},
 		{"kafka://k1/a/b", nil},
