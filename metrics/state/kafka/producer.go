@@ -140,6 +140,8 @@ func NewProducer(t *Target, cfg *ProducerConfig) (*Producer, error) {
 	if t.MaxRecordBytes == 0 {
 		p.limit.Store(DefaultMaxRecordBytes)
 	}
+	// Writes are idempotent (kgo's default, with acks from all in-sync
+	// replicas): a retry never doubles a state.
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(t.Brokers...),
 		kgo.DefaultProduceTopic(t.Topic),
