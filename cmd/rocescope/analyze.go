@@ -12,7 +12,6 @@ import (
 	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/metrics/export"
 	"github.com/rocescope/rocescope/metrics/report"
-	"github.com/rocescope/rocescope/metrics/state"
 )
 
 // analysis is one run of the engine with its outputs: what replay and
@@ -57,9 +56,9 @@ func (a *analysis) run(ctx context.Context, e *env, sources []capture.Source) (e
 		return err
 	}
 	defer func() { err = errors.Join(err, closeSink()) }()
-	var states *state.Writer
+	var states stateOutput
 	if a.opts.stateOut != "" {
-		if states, err = state.NewWriter(a.opts.stateOut, &ecfg); err != nil {
+		if states, err = openStateOutput(e, a.opts.stateOut, &ecfg); err != nil {
 			return err
 		}
 		defer func() { err = errors.Join(err, states.Close()) }()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/metrics/export"
+	"github.com/rocescope/rocescope/metrics/export/clickhouse"
 )
 
 // rate is a flag value in bits per second that accepts SI suffixes:
@@ -131,9 +132,9 @@ func (o *reportOptions) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.exact, "exact", false, "list every flow and print the sketches' measured error next to their estimates")
 	fs.StringVar(&o.host, "host", "", "host name written into reports and states (default: this machine's name)")
 	fs.StringVar(&o.format, "format", "", "report format: jsonl, csv, table or html (a self-contained page of charts; needs -o FILE) (default: table on a terminal, jsonl otherwise)")
-	fs.StringVarP(&o.output, "output", "o", "-", "write reports to this file (- is standard output)")
+	fs.StringVarP(&o.output, "output", "o", "-", "write reports to this file (- is standard output), or into ClickHouse: clickhouse://HOST:PORT/DATABASE")
 	fs.StringVar(&o.prometheus, "prometheus", "", "serve current totals on http://ADDR/metrics (\":9100\" binds 127.0.0.1:9100; give a host to bind elsewhere)")
-	fs.StringVar(&o.stateOut, "state-out", "", "write each window's mergeable state to this file, or to one file per window if it is a directory (a path ending in / is created as one)")
+	fs.StringVar(&o.stateOut, "state-out", "", "write each window's mergeable state to this file, or to one file per window if it is a directory (a path ending in / is created as one), or to Kafka: kafka://BROKER[,BROKER...]/TOPIC")
 	o.rocePort = metrics.DefaultRoCEPort
 	fs.Var(&o.rocePort, "roce-port", "UDP destination port of RoCEv2 (1 to 65535)")
 	fs.BoolVar(&o.progress, "progress", true, "show progress on standard error when it is a terminal")
@@ -193,6 +194,9 @@ func (o *reportOptions) check() error {
 // sink opens the report output and returns the sink and a function that
 // flushes and closes it.
 func (o *reportOptions) sink(e *env) (export.Sink, func() error, error) {
+	if clickhouse.IsURL(o.output) {
+		return clickhouseSink(o.output)
+	}
 	if o.format == "html" {
 		return o.htmlSink()
 	}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rocescope/rocescope/capture/synth"
+	"github.com/rocescope/rocescope/internal/clickhousetest"
+)
+
+// TestClickHouseSink replays a trace with -o clickhouse://... into a
+// clickhouse-server the test starts, and once more as JSON lines, and
+// requires every figure of every window and flow read back with SELECT ...
+// FORMAT JSONEachRow to equal the JSON lines report's: with --exact every
+// flow, and without it the flows of the top, elephant and jitter lists.
+func TestClickHouseSink(t *testing.T) {
+	addr := clickhousetest.Start(t)
+	dir := t.TempDir()
+	parts, _ := writeSplitTrace(t, dir, &synth.Config{Seed: 11, Packets: 40_000, Flows: 500, Duration: 4 * time.Second}, 1, roundRobin(1))
+	for _, exact := range []bool{true, false} {
+		t.Run(fmt.Sprintf("exact=%v", exact), func(t *testing.T) {
+			db := fmt.Sprintf("rs_exact_%v", exact)
+			args := append([]string{"replay", "--host", "cap0"}, mergeRates...)
+			if exact {
+				args = append(args, "--exact")
+			}
+			want := parseReports(t, mustRunInProcess(t, append(args, "--format", "jsonl", parts[0])...))
+			if len(want) != 4 {
+				t.Fatalf("%d windows, want 4", len(want))
+			}
+			mustRunInProcess(t, append(args, "-o", fmt.Sprintf("clickhouse://%s/%s?spill=%s", addr, db, filepath.Join(dir, db)), parts[0])...)
+
+			windows := selectRows(t, addr, "SELECT * FROM "+db+".windows ORDER BY window_start_ns FORMAT JSONEachRow")
+			if len(windows) != len(want) {
+				t.Fatalf("%d rows in windows, want %d", len(windows), len(want))
+			}
+			flows := selectRows(t, addr, "SELECT * FROM "+db+".flows FORMAT JSONEachRow")
+			byKey := make(map[string]map[string]any)
+			for _, f := range flows {
+				byKey[flowRowKey(f["window_start_ns"], f)] = f
+			}
+			nflows := 0
+			for i, r := range want {
+				for k, v := range r {
+					if slices.Contains([]string{"top_flows", "elephants", "jitter", "flows_all"}, k) {
+						continue
+					}
+					sameValue(t, fmt.Sprintf("window %d %s", i, k), v, windows[i][k])
+				}
+				listed := map[string]bool{}
+				lists := []string{"top_flows", "elephants", "jitter"}
+				if exact {
+					lists = []string{"flows_all"}
+				}
+				for _, l := range lists {
+					for _, f := range r[l].([]any) {
+						f := f.(map[string]any)
+						key := flowRowKey(r["window_start_ns"], f)
+						if listed[key] {
+							continue
+						}
+						listed[key] = true
+						nflows++
+						row, ok := byKey[key]
+						if !ok {
+							t.Errorf("window %d: flow %s not in table flows", i, key)
+							continue
+						}
+						sameValue(t, key+" host", r["host"], row["host"])
+						for k, v := range f {
+							sameValue(t, key+" "+k, v, row[k])
+						}
+					}
+				}
+			}
+			if len(flows) != nflows {
+				t.Errorf("%d rows in flows, the report lists %d flows", len(flows), nflows)
+			}
+			if exact && nflows < 1000 {
+				t.Errorf("only %d flows: too few to prove anything", nflows)
+			}
+		})
+	}
+}
+
+// selectRows runs a query with FORMAT JSONEachRow and parses the rows.
+func selectRows(t *testing.T, addr, query string) []map[string]any {
+	t.Helper()
+	out, err := clickhousetest.Query(addr, query, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parseReports(t, out)
+}
+
+// flowRowKey names a flow of a window.
+func flowRowKey(start any, f map[string]any) string {
+	return fmt.Sprintf("%v/%v>%v/%v", start, f["src"], f["dst"], f["dqp"])
+}
+
+// sameValue checks that ClickHouse's value ch of a report key equals the
+// report's value r: counters come back as quoted UInt64, booleans as 0 or
+// 1, objects as their JSON text, floats as numbers (compared as float64).
+func sameValue(t *testing.T, what string, r, ch any) {
+	t.Helper()
+	var want string
+	switch v := r.(type) {
+	case map[string]any:
+		b, _ := json.Marshal(v) // keys sorted, numbers as written; the same is done to ClickHouse's string
+		want = string(b)
+		if s, ok := ch.(string); ok {
+			var m map[string]any
+			d := json.NewDecoder(strings.NewReader(s))
+			d.UseNumber()
+			if err := d.Decode(&m); err == nil {
+				b, _ := json.Marshal(m)
+				ch = string(b)
+			}
+		}
+	case bool:
+		want = "0"
+		if v {
+			want = "1"
+		}
+	case []any:
+		b, _ := json.Marshal(v)
+		want = string(b)
+		b, _ = json.Marshal(ch)
+		ch = string(b)
+	default:
+		want = fmt.Sprint(v)
+	}
+	got := fmt.Sprint(ch)
+	if want == got {
+		return
+	}
+	a, errA := strconv.ParseFloat(want, 64)
+	b, errB := strconv.ParseFloat(got, 64)
+	if errA == nil && errB == nil && a == b {
+		return
+	}
+	t.Errorf("%s: ClickHouse has %q, the report %q", what, got, want)
+}
+
+// TestKafkaToClickHouse runs the fleet's pipeline: three hosts' states go
+// through a Kafka topic, a merger writes the reports into ClickHouse, and
+// what SELECT reads back must be the file merge's reports, figure for
+// figure.
+func TestKafkaToClickHouse(t *testing.T) {
+	addr := clickhousetest.Start(t)
+	dir := t.TempDir()
+	parts, _ := writeSplitTrace(t, dir, kafkaTrace(), 3, byConnection(3))
+	dirs, _ := splitRun(t, dir, parts)
+	want := parseReports(t, mustRunInProcess(t, append(append([]string{"merge", "--format", "jsonl"}, mergeRates...), dirs...)...))
+	_, url := startKafka(t, 3, 4, "fleet", 0)
+	for i, part := range parts {
+		mustRunInProcess(t, append(append([]string{"replay", "--workers", "2", "--format", "jsonl", "--host", fmt.Sprintf("h%d", i), "--state-out", url}, mergeRates...), part)...)
+	}
+	mustRunInProcess(t, append(append([]string{"merge", "-o", fmt.Sprintf("clickhouse://%s/fleet?spill=%s", addr, filepath.Join(dir, "spill"))}, mergeRates...), url)...)
+	got := selectRows(t, addr, "SELECT * FROM fleet.windows ORDER BY window_start_ns FORMAT JSONEachRow")
+	if len(got) != len(want) {
+		t.Fatalf("%d rows in windows, want %d", len(got), len(want))
+	}
+	for i, r := range want {
+		for k, v := range r {
+			if !slices.Contains([]string{"top_flows", "elephants", "jitter", "flows_all"}, k) {
+				sameValue(t, fmt.Sprintf("window %d %s", i, k), v, got[i][k])
+			}
+		}
+	}
+	flows := selectRows(t, addr, "SELECT count() AS n FROM fleet.flows FORMAT JSONEachRow")
+	n := 0
+	for _, r := range want {
+		listed := map[string]bool{}
+		for _, l := range []string{"top_flows", "elephants", "jitter"} {
+			for _, f := range r[l].([]any) {
+				listed[flowRowKey(r["window_start_ns"], f.(map[string]any))] = true
+			}
+		}
+		n += len(listed)
+	}
+	if fmt.Sprint(flows[0]["n"]) != fmt.Sprint(n) {
+		t.Errorf("%v rows in flows, the reports list %d flows", flows[0]["n"], n)
+	}
+}
