@@ -177,19 +177,6 @@ func BenchmarkQuantileAdd(b *testing.B) {
 	}
 }
 
-func BenchmarkJitterObserve(b *testing.B) {
-	j := must(NewJitter[flowKey40](JitterConfig{}))
-	var key flowKey40
-	hs := benchHashes(1 << 10)
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		if i&(1<<10-1) == 0 {
-			j.Advance()
-		}
-		j.Observe(hs[i&(1<<10-1)], key, 1e9)
-	}
-}
-
 // BenchmarkEstimate measures the once-per-window queries of the default
 // sketches filled with 100 k flows.
 func BenchmarkEstimate(b *testing.B) {
@@ -198,7 +185,6 @@ func BenchmarkEstimate(b *testing.B) {
 	d := must(NewDistinct(DistinctConfig{}))
 	x := must(NewTopK[flowKey40](TopKConfig{}))
 	q := must(NewQuantile(QuantileConfig{}))
-	j := must(NewJitter[flowKey40](JitterConfig{ElephantRate: 1, AbsRate: 1}))
 	for i, h := range hs {
 		lc.Insert(h)
 		d.Insert(h)
@@ -206,16 +192,8 @@ func BenchmarkEstimate(b *testing.B) {
 		k[0], k[1], k[2] = byte(i), byte(i>>8), byte(i>>16)
 		x.Update(h, k, uint64(i))
 		q.Add(float64(h >> 40))
-		if i < DefaultJitterCapacity {
-			j.Observe(h, k, float64(i))
-		}
-	}
-	j.Advance()
-	for i, h := range hs[:DefaultJitterCapacity] {
-		j.Observe(h, flowKey40{byte(i), byte(i >> 8)}, float64(i%7))
 	}
 	entries := make([]Entry[flowKey40], 0, 4096)
-	flows := make([]JitterFlow[flowKey40], 0, 2*DefaultJitterCapacity)
 	for _, c := range []struct {
 		name string
 		f    func()
@@ -225,7 +203,6 @@ func BenchmarkEstimate(b *testing.B) {
 		{"HyperLogLog", func() { estimateSink = d.HyperLogLog() }},
 		{"TopK.Top", func() { _ = x.Top(entries[:0]) }},
 		{"Quantile.p99", func() { floatSink = q.Quantile(0.99) }},
-		{"Jitter.Detect", func() { _ = j.Detect(flows[:0]) }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
