@@ -291,3 +291,69 @@ func BenchmarkEncode(b *testing.B) {
 		})
 	}
 }
+
+// resetSketches returns the sketches of an engine window (the defaults, a
+// top-k of 1024 40-byte keys, two Count-Min tables and two quantiles), each
+// with one write and its Reset, and the whole window as "Window".
+func resetSketches() []struct {
+	name         string
+	write, reset func()
+} {
+	d := must(NewDistinct(DistinctConfig{}))
+	c1, c2 := must(NewCountMin(CountMinConfig{})), must(NewCountMin(CountMinConfig{}))
+	x := must(NewTopK[flowKey40](TopKConfig{K: 1024}))
+	q1, q2 := must(NewQuantile(QuantileConfig{})), must(NewQuantile(QuantileConfig{}))
+	var key flowKey40
+	return []struct {
+		name         string
+		write, reset func()
+	}{
+		{"Distinct", func() { d.Insert(12345) }, d.Reset},
+		{"CountMin", func() { c1.Add(12345, 1500) }, c1.Reset},
+		{"TopK", func() { x.Update(12345, key, 1500) }, x.Reset},
+		{"Quantile", func() { q1.Add(1e4) }, q1.Reset},
+		{"Window", func() {
+			d.Insert(12345)
+			c1.Add(12345, 1500)
+			c2.Add(12345, 1)
+			x.Update(12345, key, 1500)
+			q1.Add(1e4)
+			q2.Add(2e4)
+		}, func() {
+			d.Reset()
+			c1.Reset()
+			c2.Reset()
+			x.Reset()
+			q1.Reset()
+			q2.Reset()
+		}},
+	}
+}
+
+// BenchmarkResetClean measures Reset of sketches nothing was written to
+// since the last Reset, as in the windows of an idle link: O(1).
+func BenchmarkResetClean(b *testing.B) {
+	for _, s := range resetSketches() {
+		b.Run(s.name, func(b *testing.B) {
+			s.write()
+			s.reset()
+			b.ReportAllocs()
+			for b.Loop() {
+				s.reset()
+			}
+		})
+	}
+}
+
+// BenchmarkResetDirty measures one write and Reset: the full clear.
+func BenchmarkResetDirty(b *testing.B) {
+	for _, s := range resetSketches() {
+		b.Run(s.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				s.write()
+				s.reset()
+			}
+		})
+	}
+}

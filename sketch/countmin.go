@@ -55,6 +55,7 @@ type CountMin struct {
 	depth        int
 	log2w        uint8
 	conservative bool
+	dirty        bool // set by every write since the last Reset; see Reset
 	seed         uint64
 	total        uint64 // sum of the weights added
 }
@@ -85,7 +86,7 @@ func (c *CountMin) init(cfg CountMinConfig) error {
 	}
 	c.shape(cfg.Depth, uint8(bits.TrailingZeros(uint(cfg.Width))), cfg.Conservative, cfg.Seed)
 	c.counters = make([]uint64, cfg.Depth*cfg.Width)
-	c.total = 0
+	c.total, c.dirty = 0, false
 	return nil
 }
 
@@ -101,6 +102,7 @@ func (c *CountMin) shape(depth int, log2w uint8, conservative bool, seed uint64)
 // Add adds weight v to hash h. It does not allocate.
 func (c *CountMin) Add(h uint64, v uint64) {
 	c.total += v
+	c.dirty = true
 	if c.conservative {
 		c.addConservative(h, v)
 		return
@@ -170,6 +172,10 @@ func (c *CountMin) Merge(o *CountMin) error {
 	case c.conservative != o.conservative:
 		return fmt.Errorf("sketch: merge %v: conservative update %t with %t: %w", kindCountMin, c.conservative, o.conservative, ErrIncompatible)
 	}
+	if !o.dirty { // o is empty: nothing to add
+		return nil
+	}
+	c.dirty = true
 	for i, v := range o.counters {
 		c.counters[i] += v
 	}
@@ -177,10 +183,16 @@ func (c *CountMin) Merge(o *CountMin) error {
 	return nil
 }
 
-// Reset empties c, keeping its memory.
+// Reset empties c, keeping its memory. It costs O(1) when nothing was
+// added, merged or decoded into c since the last Reset (or since NewCountMin),
+// such as in the windows of an idle link, and clears every counter
+// otherwise.
 func (c *CountMin) Reset() {
+	if !c.dirty {
+		return
+	}
 	clear(c.counters)
-	c.total = 0
+	c.total, c.dirty = 0, false
 }
 
 // Clone returns a deep copy of c.
@@ -263,6 +275,6 @@ func (c *CountMin) UnmarshalBinary(data []byte) error {
 	}
 	c.counters = fillWords(&counters, c.counters, n)
 	c.shape(depth, log2w, flags == 1, seed)
-	c.total = total
+	c.total, c.dirty = total, true
 	return nil
 }
