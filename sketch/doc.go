@@ -19,10 +19,13 @@
 // and none may be copied after first use (use Clone). A sketch is allocated
 // once, by its constructor (NewX, whose zero config selects the defaults) or
 // by UnmarshalBinary, and is reused across windows with Reset, which keeps
-// its memory. A zero value is not a usable sketch, only a receiver for
-// UnmarshalBinary: the update methods stay free of the check that would
-// cost them their inlining. The update methods (Insert, Add, Update,
-// Observe) do not allocate.
+// its memory. Every sketch tracks whether anything was added, merged or
+// decoded into it since the last Reset, so that Reset costs O(1) on a
+// sketch left empty, such as those of the windows of an idle link, and a
+// Merge of an empty sketch returns at once. A zero value is not a usable
+// sketch, only a receiver for UnmarshalBinary: the update methods stay free
+// of the check that would cost them their inlining. The update methods
+// (Insert, Add, AddNanos, Update) do not allocate.
 //
 // # Merging
 //
