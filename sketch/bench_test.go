@@ -294,31 +294,35 @@ func BenchmarkEncode(b *testing.B) {
 
 // resetSketches returns the sketches of an engine window (the defaults, a
 // top-k of 1024 40-byte keys, two Count-Min tables and two quantiles), each
-// with one write and its Reset, and the whole window as "Window".
+// with a write of the i-th of a set of random flows and its Reset, and the
+// whole window as "Window".
 func resetSketches() []struct {
-	name         string
-	write, reset func()
+	name  string
+	write func(i int)
+	reset func()
 } {
 	d := must(NewDistinct(DistinctConfig{}))
 	c1, c2 := must(NewCountMin(CountMinConfig{})), must(NewCountMin(CountMinConfig{}))
 	x := must(NewTopK[flowKey40](TopKConfig{K: 1024}))
 	q1, q2 := must(NewQuantile(QuantileConfig{})), must(NewQuantile(QuantileConfig{}))
+	hs := benchHashes(1 << 16)
 	var key flowKey40
 	return []struct {
-		name         string
-		write, reset func()
+		name  string
+		write func(i int)
+		reset func()
 	}{
-		{"Distinct", func() { d.Insert(12345) }, d.Reset},
-		{"CountMin", func() { c1.Add(12345, 1500) }, c1.Reset},
-		{"TopK", func() { x.Update(12345, key, 1500) }, x.Reset},
-		{"Quantile", func() { q1.Add(1e4) }, q1.Reset},
-		{"Window", func() {
-			d.Insert(12345)
-			c1.Add(12345, 1500)
-			c2.Add(12345, 1)
-			x.Update(12345, key, 1500)
-			q1.Add(1e4)
-			q2.Add(2e4)
+		{"Distinct", func(i int) { d.Insert(hs[i]) }, d.Reset},
+		{"CountMin", func(i int) { c1.Add(hs[i], 1500) }, c1.Reset},
+		{"TopK", func(i int) { x.Update(hs[i], key, 1500) }, x.Reset},
+		{"Quantile", func(i int) { q1.Add(float64(hs[i] >> 40)) }, q1.Reset},
+		{"Window", func(i int) {
+			d.Insert(hs[i])
+			c1.Add(hs[i], 1500)
+			c2.Add(hs[i], 1)
+			x.Update(hs[i], key, 1500)
+			q1.Add(float64(hs[i] >> 40))
+			q2.Add(float64(hs[i] >> 41))
 		}, func() {
 			d.Reset()
 			c1.Reset()
@@ -335,7 +339,7 @@ func resetSketches() []struct {
 func BenchmarkResetClean(b *testing.B) {
 	for _, s := range resetSketches() {
 		b.Run(s.name, func(b *testing.B) {
-			s.write()
+			s.write(0)
 			s.reset()
 			b.ReportAllocs()
 			for b.Loop() {
@@ -345,15 +349,23 @@ func BenchmarkResetClean(b *testing.B) {
 	}
 }
 
-// BenchmarkResetDirty measures one write and Reset: the full clear.
+// BenchmarkResetDirty measures Reset after writes of 1, 64 and 65536
+// flows, the timer stopped during the writes: a window of one flow, of a
+// few, and a busy one, which touches every block of the Count-Min tables.
 func BenchmarkResetDirty(b *testing.B) {
-	for _, s := range resetSketches() {
-		b.Run(s.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				s.write()
-				s.reset()
-			}
-		})
+	for _, flows := range []int{1, 64, 1 << 16} {
+		for _, s := range resetSketches() {
+			b.Run("flows="+strconv.Itoa(flows)+"/"+s.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					b.StopTimer()
+					for i := range flows {
+						s.write(i)
+					}
+					b.StartTimer()
+					s.reset()
+				}
+			})
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -53,7 +54,13 @@ func exercise(t *testing.T, name string, data []byte) {
 		_ = s.UnmarshalBinary(data)
 		_ = s.Estimate(12345)
 		s.Add(1, 1)
-		err = s.Merge(s.Clone())
+		if err = s.Merge(s.Clone()); err == nil {
+			checkBlocks(t, "decoded, added to and merged", &s)
+			s.Reset()
+			if slices.ContainsFunc(s.counters, func(v uint64) bool { return v != 0 }) {
+				t.Fatal("count-min: counters left after Reset")
+			}
+		}
 	case "top-k":
 		var s TopK[uint32]
 		_ = s.UnmarshalBinary(data, 4, readUint32)

@@ -3,6 +3,7 @@ package sketch
 import (
 	"bytes"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -203,4 +204,61 @@ func TestResetDirty(t *testing.T) {
 		dirty: func(s *Quantile) bool { return s.dirty },
 		reset: (*Quantile).Reset,
 	}.run(t)
+}
+
+// checkBlocks checks the invariant of the Count-Min dirty marks: every
+// non-zero counter lies in a marked block.
+func checkBlocks(t *testing.T, step string, c *CountMin) {
+	t.Helper()
+	for i, v := range c.counters {
+		b := i >> countMinBlockLog2
+		if v != 0 && c.blocks[b] == 0 {
+			t.Fatalf("%s: counter %d = %d in unmarked block %d", step, i, v, b)
+		}
+	}
+}
+
+// TestCountMinBlocks checks that Add, Merge, UnmarshalBinary and Clone keep
+// the invariant of the dirty marks, that a few adds mark only their blocks, and
+// that Reset then clears them all.
+func TestCountMinBlocks(t *testing.T) {
+	for _, cfg := range []CountMinConfig{
+		{Depth: 4, Width: DefaultCountMinWidth},
+		{Depth: 4, Width: DefaultCountMinWidth, Conservative: true},
+		{Depth: 3, Width: 1 << 7}, // 384 counters: one partial block
+		{Depth: 5, Width: 1 << 13},
+	} {
+		name := strconv.Itoa(cfg.Depth) + "x" + strconv.Itoa(cfg.Width) + "/conservative=" + strconv.FormatBool(cfg.Conservative)
+		a, b := must(NewCountMin(cfg)), must(NewCountMin(cfg))
+		empty := encOf(a)
+		fill(11, 5, func(h uint64, i int) { a.Add(h, uint64(1+i)) })
+		checkBlocks(t, name+" add", a)
+		marked := 0
+		for _, d := range a.blocks {
+			marked += int(d)
+		}
+		if marked > 5*cfg.Depth {
+			t.Errorf("%s: 5 adds marked %d blocks, more than %d", name, marked, 5*cfg.Depth)
+		}
+		fill(12, 7, func(h uint64, i int) { b.Add(h, uint64(1+i)) })
+		if err := a.Merge(b); err != nil {
+			t.Fatal(err)
+		}
+		checkBlocks(t, name+" merge", a)
+		var d CountMin
+		if err := d.UnmarshalBinary(encOf(a)); err != nil {
+			t.Fatal(err)
+		}
+		checkBlocks(t, name+" decode", &d)
+		checkBlocks(t, name+" clone", a.Clone())
+		for _, s := range []*CountMin{a, &d} {
+			s.Reset()
+			if !bytes.Equal(encOf(s), empty) {
+				t.Errorf("%s: Reset does not give the empty sketch", name)
+			}
+			if slices.Contains(s.blocks, 1) {
+				t.Errorf("%s: blocks marked after Reset", name)
+			}
+		}
+	}
 }
