@@ -8,7 +8,6 @@ var (
 	uint64Sink   uint64
 	floatSink    float64
 	entriesSink  []Entry[uint32]
-	flowsSink    []JitterFlow[uint32]
 )
 
 // TestNoAllocs checks that the update paths, the per-window resets and the
@@ -20,9 +19,7 @@ func TestNoAllocs(t *testing.T) {
 	cu := must(NewCountMin(CountMinConfig{Conservative: true}))
 	x := must(NewTopK[uint32](TopKConfig{}))
 	q := must(NewQuantile(QuantileConfig{}))
-	j := must(NewJitter[uint32](JitterConfig{ElephantRate: 1, AbsRate: 1}))
 	entries := make([]Entry[uint32], 0, 4096)
-	flows := make([]JitterFlow[uint32], 0, 2*DefaultJitterCapacity)
 	var i uint32
 	for _, c := range []struct {
 		name string
@@ -41,16 +38,12 @@ func TestNoAllocs(t *testing.T) {
 		{"Quantile.Add", func() { i++; q.Add(float64(i)) }},
 		{"Quantile.AddNanos", func() { i++; q.AddNanos(int64(i)) }},
 		{"Quantile.Quantile", func() { floatSink = q.Quantile(0.99) }},
-		{"Jitter.Observe", func() { i++; j.Observe(testHash(i%2000), i%2000, float64(i)) }},
-		{"Jitter.Detect", func() { flowsSink = j.Detect(flows[:0]) }},
-		{"Jitter.Advance", j.Advance},
 		{"Reset", func() {
 			lc.Reset()
 			d.Reset()
 			cm.Reset()
 			x.Reset()
 			q.Reset()
-			j.Reset()
 		}},
 	} {
 		if n := testing.AllocsPerRun(1000, c.f); n != 0 {

@@ -177,19 +177,6 @@ func BenchmarkQuantileAdd(b *testing.B) {
 	}
 }
 
-func BenchmarkJitterObserve(b *testing.B) {
-	j := must(NewJitter[flowKey40](JitterConfig{}))
-	var key flowKey40
-	hs := benchHashes(1 << 10)
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		if i&(1<<10-1) == 0 {
-			j.Advance()
-		}
-		j.Observe(hs[i&(1<<10-1)], key, 1e9)
-	}
-}
-
 // BenchmarkEstimate measures the once-per-window queries of the default
 // sketches filled with 100 k flows.
 func BenchmarkEstimate(b *testing.B) {
@@ -198,7 +185,6 @@ func BenchmarkEstimate(b *testing.B) {
 	d := must(NewDistinct(DistinctConfig{}))
 	x := must(NewTopK[flowKey40](TopKConfig{}))
 	q := must(NewQuantile(QuantileConfig{}))
-	j := must(NewJitter[flowKey40](JitterConfig{ElephantRate: 1, AbsRate: 1}))
 	for i, h := range hs {
 		lc.Insert(h)
 		d.Insert(h)
@@ -206,16 +192,8 @@ func BenchmarkEstimate(b *testing.B) {
 		k[0], k[1], k[2] = byte(i), byte(i>>8), byte(i>>16)
 		x.Update(h, k, uint64(i))
 		q.Add(float64(h >> 40))
-		if i < DefaultJitterCapacity {
-			j.Observe(h, k, float64(i))
-		}
-	}
-	j.Advance()
-	for i, h := range hs[:DefaultJitterCapacity] {
-		j.Observe(h, flowKey40{byte(i), byte(i >> 8)}, float64(i%7))
 	}
 	entries := make([]Entry[flowKey40], 0, 4096)
-	flows := make([]JitterFlow[flowKey40], 0, 2*DefaultJitterCapacity)
 	for _, c := range []struct {
 		name string
 		f    func()
@@ -225,7 +203,6 @@ func BenchmarkEstimate(b *testing.B) {
 		{"HyperLogLog", func() { estimateSink = d.HyperLogLog() }},
 		{"TopK.Top", func() { _ = x.Top(entries[:0]) }},
 		{"Quantile.p99", func() { floatSink = q.Quantile(0.99) }},
-		{"Jitter.Detect", func() { _ = j.Detect(flows[:0]) }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -312,5 +289,83 @@ func BenchmarkEncode(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// resetSketches returns the sketches of an engine window (the defaults, a
+// top-k of 1024 40-byte keys, two Count-Min tables and two quantiles), each
+// with a write of the i-th of a set of random flows and its Reset, and the
+// whole window as "Window".
+func resetSketches() []struct {
+	name  string
+	write func(i int)
+	reset func()
+} {
+	d := must(NewDistinct(DistinctConfig{}))
+	c1, c2 := must(NewCountMin(CountMinConfig{})), must(NewCountMin(CountMinConfig{}))
+	x := must(NewTopK[flowKey40](TopKConfig{K: 1024}))
+	q1, q2 := must(NewQuantile(QuantileConfig{})), must(NewQuantile(QuantileConfig{}))
+	hs := benchHashes(1 << 16)
+	var key flowKey40
+	return []struct {
+		name  string
+		write func(i int)
+		reset func()
+	}{
+		{"Distinct", func(i int) { d.Insert(hs[i]) }, d.Reset},
+		{"CountMin", func(i int) { c1.Add(hs[i], 1500) }, c1.Reset},
+		{"TopK", func(i int) { x.Update(hs[i], key, 1500) }, x.Reset},
+		{"Quantile", func(i int) { q1.Add(float64(hs[i] >> 40)) }, q1.Reset},
+		{"Window", func(i int) {
+			d.Insert(hs[i])
+			c1.Add(hs[i], 1500)
+			c2.Add(hs[i], 1)
+			x.Update(hs[i], key, 1500)
+			q1.Add(float64(hs[i] >> 40))
+			q2.Add(float64(hs[i] >> 41))
+		}, func() {
+			d.Reset()
+			c1.Reset()
+			c2.Reset()
+			x.Reset()
+			q1.Reset()
+			q2.Reset()
+		}},
+	}
+}
+
+// BenchmarkResetClean measures Reset of sketches nothing was written to
+// since the last Reset, as in the windows of an idle link: O(1).
+func BenchmarkResetClean(b *testing.B) {
+	for _, s := range resetSketches() {
+		b.Run(s.name, func(b *testing.B) {
+			s.write(0)
+			s.reset()
+			b.ReportAllocs()
+			for b.Loop() {
+				s.reset()
+			}
+		})
+	}
+}
+
+// BenchmarkResetDirty measures Reset after writes of 1, 64 and 65536
+// flows, the timer stopped during the writes: a window of one flow, of a
+// few, and a busy one, which touches every block of the Count-Min tables.
+func BenchmarkResetDirty(b *testing.B) {
+	for _, flows := range []int{1, 64, 1 << 16} {
+		for _, s := range resetSketches() {
+			b.Run("flows="+strconv.Itoa(flows)+"/"+s.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					b.StopTimer()
+					for i := range flows {
+						s.write(i)
+					}
+					b.StartTimer()
+					s.reset()
+				}
+			})
+		}
 	}
 }

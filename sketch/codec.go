@@ -38,7 +38,11 @@ const (
 	kindCountMin
 	kindTopK
 	kindQuantile
-	kindJitter
+	// kindJitterRetired was the jitter detector, whose encodings are no
+	// longer written: every decoder rejects one as the encoding of another
+	// kind (ErrCorrupt). The number stays reserved so that it is never
+	// reused for another sketch.
+	kindJitterRetired
 )
 
 // String returns the name the error messages use.
@@ -54,8 +58,8 @@ func (k kind) String() string {
 		return "top-k"
 	case kindQuantile:
 		return "quantile"
-	case kindJitter:
-		return "jitter"
+	case kindJitterRetired:
+		return "retired jitter"
 	}
 	return fmt.Sprintf("kind %d", uint8(k))
 }
@@ -68,7 +72,8 @@ const headerLen = 11
 //
 //	byte 0      encoding version (1)
 //	byte 1      kind (1 linear counting, 2 distinct, 3 count-min, 4 top-k,
-//	            5 quantile, 6 jitter)
+//	            5 quantile; 6 was the jitter detector, no longer written,
+//	            and stays reserved)
 //	byte 2      HashVersion
 //	bytes 3-10  seed, big-endian
 //

@@ -133,14 +133,23 @@ func (d *Distinct) Merge(o *Distinct) error {
 	if d.p != o.p {
 		return fmt.Errorf("sketch: merge %v: hyperloglog precision %d with %d: %w", kindDistinct, d.p, o.p, ErrIncompatible)
 	}
+	if !o.lc.dirty { // o is empty
+		return d.lc.compatible(&o.lc)
+	}
 	if err := d.lc.Merge(&o.lc); err != nil {
 		return err
 	}
 	return d.hll.Merge(o.hll) // same precision, both dense: cannot fail
 }
 
-// Reset empties d, keeping its memory.
+// Reset empties d, keeping its memory. It costs O(1) when nothing was
+// inserted, merged or decoded into d since the last Reset (or since
+// NewDistinct): every write to d marks its bitmap dirty, so a clean
+// bitmap means clean registers too.
 func (d *Distinct) Reset() {
+	if !d.lc.dirty {
+		return
+	}
 	d.lc.Reset()
 	d.hll.Reset()
 }
@@ -223,7 +232,7 @@ func (d *Distinct) UnmarshalBinary(data []byte) error {
 		return fmt.Errorf("sketch: decode %v: registers: %w: %w", kindDistinct, ErrCorrupt, err)
 	}
 	d.lc.words = fillWords(bitmap, d.lc.words, 1<<(log2-6))
-	d.lc.log2, d.lc.seed = log2, seed
+	d.lc.log2, d.lc.seed, d.lc.dirty = log2, seed, true
 	d.hll, d.p = hll, p
 	d.zmin = switchZeros(1<<log2, p)
 	return nil

@@ -1,8 +1,8 @@
 // Package sketch holds the bounded-memory, mergeable summaries rocescope
 // keeps per window: distinct flows ([LinearCounting], and [Distinct], which
 // adds HyperLogLog past Linear Counting's range), weights per flow
-// ([CountMin]), the heaviest flows ([TopK]), flows whose rate swings between
-// windows ([Jitter]) and latency quantiles ([Quantile]).
+// ([CountMin]), the heaviest flows ([TopK]) and latency quantiles
+// ([Quantile]).
 //
 // # Hashing
 //
@@ -19,10 +19,13 @@
 // and none may be copied after first use (use Clone). A sketch is allocated
 // once, by its constructor (NewX, whose zero config selects the defaults) or
 // by UnmarshalBinary, and is reused across windows with Reset, which keeps
-// its memory. A zero value is not a usable sketch, only a receiver for
-// UnmarshalBinary: the update methods stay free of the check that would
-// cost them their inlining. The update methods (Insert, Add, Update,
-// Observe) do not allocate.
+// its memory. Every sketch tracks whether anything was added, merged or
+// decoded into it since the last Reset, so that Reset costs O(1) on a
+// sketch left empty, such as those of the windows of an idle link, and a
+// Merge of an empty sketch returns at once. A zero value is not a usable
+// sketch, only a receiver for UnmarshalBinary: the update methods stay free
+// of the check that would cost them their inlining. The update methods
+// (Insert, Add, AddNanos, Update) do not allocate.
 //
 // # Merging
 //
@@ -37,7 +40,7 @@
 // # Encoding
 //
 // Every sketch has AppendBinary, MarshalBinary and UnmarshalBinary (the
-// key-carrying [TopK] and [Jitter] take a key codec instead of implementing
+// key-carrying [TopK] takes a key codec instead of implementing
 // encoding.BinaryMarshaler). An encoding starts with an 11-byte header:
 // the encoding version (1), the kind, [HashVersion] and the seed
 // (big-endian); the dimensions follow, then the state. Arrays of counters
@@ -51,8 +54,9 @@
 // encoding, so decoding allocates the sketch's full size, which the
 // dimension limits bound: 32 MiB for a Linear Counting bitmap
 // (2^28 bits), 128 MiB for Count-Min ([MaxCountMinCells]), 64 MiB for a
-// top-k of 40-byte keys ([MaxTopKCapacity]), 128 MiB for a jitter detector
-// of 40-byte keys ([MaxJitterCapacity]), 8 MiB for quantile buckets.
+// top-k of 40-byte keys ([MaxTopKCapacity]), 8 MiB for quantile buckets.
+// Kind 6 was the jitter detector: its encodings are no longer written, the
+// decoders reject them (ErrCorrupt), and the number is never reused.
 //
 // # Determinism
 //

@@ -57,6 +57,7 @@ type LinearCountingConfig struct {
 type LinearCounting struct {
 	words []uint64 // the bitmap, bit i in words[i/64] bit i%64
 	log2  uint8    // log2 of the number of bits
+	dirty bool     // set by every write since the last Reset; see Reset
 	seed  uint64
 }
 
@@ -83,7 +84,7 @@ func (l *LinearCounting) init(cfg LinearCountingConfig) error {
 	}
 	l.log2 = uint8(bits.TrailingZeros(uint(cfg.Bits)))
 	l.words = make([]uint64, cfg.Bits/64)
-	l.seed = cfg.Seed
+	l.seed, l.dirty = cfg.Seed, false
 	return nil
 }
 
@@ -91,6 +92,7 @@ func (l *LinearCounting) init(cfg LinearCountingConfig) error {
 func (l *LinearCounting) Insert(h uint64) {
 	i := h >> (64 - l.log2)
 	l.words[i>>6] |= 1 << (i & 63)
+	l.dirty = true
 }
 
 // Bits returns the bitmap size.
@@ -145,6 +147,10 @@ func (l *LinearCounting) Merge(o *LinearCounting) error {
 	if err := l.compatible(o); err != nil {
 		return err
 	}
+	if !o.dirty { // o is empty: nothing to OR
+		return nil
+	}
+	l.dirty = true
 	for i, w := range o.words {
 		l.words[i] |= w
 	}
@@ -162,9 +168,15 @@ func (l *LinearCounting) compatible(o *LinearCounting) error {
 	return nil
 }
 
-// Reset empties l, keeping its memory.
+// Reset empties l, keeping its memory. It costs O(1) when nothing was
+// inserted, merged or decoded into l since the last Reset (or since
+// NewLinearCounting), and clears the whole bitmap otherwise.
 func (l *LinearCounting) Reset() {
+	if !l.dirty {
+		return
+	}
 	clear(l.words)
+	l.dirty = false
 }
 
 // Clone returns a deep copy of l.
@@ -212,7 +224,7 @@ func (l *LinearCounting) UnmarshalBinary(data []byte) error {
 		return err
 	}
 	l.words = fillWords(body, l.words, 1<<(log2-6))
-	l.log2, l.seed = log2, seed
+	l.log2, l.seed, l.dirty = log2, seed, true
 	return nil
 }
 

@@ -29,6 +29,12 @@ func mustEncode(t testing.TB, s encoder) []byte {
 func appendUint32(k uint32, b []byte) []byte { return binary.BigEndian.AppendUint32(b, k) }
 func readUint32(b []byte) uint32             { return binary.BigEndian.Uint32(b) }
 
+// testHash is the hash of a uint32 test key.
+func testHash(k uint32) uint64 {
+	b := [4]byte{byte(k), byte(k >> 8), byte(k >> 16), byte(k >> 24)}
+	return Hash(DefaultSeed, b[:])
+}
+
 // encodeKeyed returns the encoding of a key-carrying sketch with the uint32
 // codec.
 func encodeKeyed(t testing.TB, s interface {
@@ -297,47 +303,6 @@ func TestMergeTopKSmall(t *testing.T) {
 	}
 }
 
-// TestMergeJitter checks that detectors that each observed part of the rates
-// merge into the detector that observed all of them.
-func TestMergeJitter(t *testing.T) {
-	cfg := JitterConfig{ElephantRate: 100, AbsRate: 50}
-	whole, _ := NewJitter[uint32](cfg)
-	ja, _ := NewJitter[uint32](cfg)
-	jb, _ := NewJitter[uint32](cfg)
-	rng := rand.New(rand.NewPCG(15, 16))
-	for w := range 2 {
-		for _, j := range []*Jitter[uint32]{whole, ja, jb} {
-			j.Advance()
-		}
-		for k := range uint32(1000) {
-			if k%3 == uint32(w) {
-				continue
-			}
-			ra, rb := 200*rng.Float64(), 200*rng.Float64()
-			h := testHash(k)
-			ja.Observe(h, k, ra)
-			jb.Observe(h, k, rb)
-			whole.Observe(h, k, ra)
-			whole.Observe(h, k, rb)
-		}
-	}
-	if err := ja.Merge(jb); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(encodeKeyed(t, ja), encodeKeyed(t, whole)) {
-		t.Error("merged detector differs from the whole")
-	}
-	got, want := ja.Detect(nil), whole.Detect(nil)
-	if len(got) != len(want) || len(want) == 0 {
-		t.Fatalf("merged detector flags %d flows, whole %d", len(got), len(want))
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("flow %d: merged %+v, whole %+v", i, got[i], want[i])
-		}
-	}
-}
-
 // TestMergeIncompatible checks that every Merge refuses sketches of other
 // dimensions, seeds or rules, and leaves the receiver unchanged.
 func TestMergeIncompatible(t *testing.T) {
@@ -375,12 +340,6 @@ func TestMergeIncompatible(t *testing.T) {
 		r.Update(1, 1, 1)
 		x, _ := NewTopK[uint32](o)
 		pairs = append(pairs, pair{"top-k", func() []byte { return encodeKeyed(t, r) }, func() error { return r.Merge(x) }})
-	}
-	for _, o := range []JitterConfig{{ElephantRate: 5}, {AbsRate: 5}, {RelChange: 0.5}, {Capacity: 10}, {Seed: 7}} {
-		r, _ := NewJitter[uint32](JitterConfig{})
-		r.Observe(1, 1, 1)
-		x, _ := NewJitter[uint32](o)
-		pairs = append(pairs, pair{"jitter", func() []byte { return encodeKeyed(t, r) }, func() error { return r.Merge(x) }})
 	}
 	for _, p := range pairs {
 		before := p.enc()

@@ -66,6 +66,7 @@ type Quantile struct {
 	under, over uint64  // values below lo and at or above hi
 	count       uint64
 	min, max    float64 // +Inf and −Inf while empty
+	dirty       bool    // set by every write since the last Reset; see Reset
 }
 
 // NewQuantile returns an empty sketch shaped by cfg.
@@ -119,6 +120,7 @@ func (q *Quantile) clearCounts() {
 	clear(q.counts)
 	q.under, q.over, q.count = 0, 0, 0
 	q.min, q.max = math.Inf(1), math.Inf(-1)
+	q.dirty = false
 }
 
 // Add adds the value v. It does not allocate.
@@ -129,6 +131,7 @@ func (q *Quantile) Add(v float64) {
 	if v == 0 {
 		v = 0 // −0 counts as +0, so that Min and Max do not depend on order
 	}
+	q.dirty = true
 	q.count++
 	q.min, q.max = min(q.min, v), max(q.max, v)
 	switch i := q.bucket(v); {
@@ -228,6 +231,10 @@ func (q *Quantile) Merge(o *Quantile) error {
 		return fmt.Errorf("sketch: merge %v: %d octaves from 2^%d of %d buckets with %d octaves from 2^%d of %d buckets: %w",
 			kindQuantile, q.octaves, q.emin, q.sub, o.octaves, o.emin, o.sub, ErrIncompatible)
 	}
+	if !o.dirty { // o is empty: nothing to add
+		return nil
+	}
+	q.dirty = true
 	for i, c := range o.counts {
 		q.counts[i] += c
 	}
@@ -238,8 +245,13 @@ func (q *Quantile) Merge(o *Quantile) error {
 	return nil
 }
 
-// Reset empties q, keeping its memory.
+// Reset empties q, keeping its memory. It costs O(1) when nothing was
+// added, merged or decoded into q since the last Reset (or since
+// NewQuantile), and clears every bucket otherwise.
 func (q *Quantile) Reset() {
+	if !q.dirty {
+		return
+	}
 	q.clearCounts()
 }
 
@@ -370,5 +382,6 @@ func (q *Quantile) UnmarshalBinary(data []byte) error {
 	q.counts = fillWords(&counts, q.counts, nb)
 	q.sub, q.emin, q.octaves, q.lo, q.hi = tmp.sub, tmp.emin, tmp.octaves, tmp.lo, tmp.hi
 	q.under, q.over, q.count, q.min, q.max = tmp.under, tmp.over, tmp.count, tmp.min, tmp.max
+	q.dirty = true
 	return nil
 }

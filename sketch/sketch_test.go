@@ -240,10 +240,6 @@ func TestConfig(t *testing.T) {
 	}
 	_, err = NewQuantile(QuantileConfig{RelativeAccuracy: 0.4999, MinValue: 0x1p-1022, MaxValue: math.MaxFloat64})
 	try(ok, "quantile limits", err)
-	for _, c := range []JitterConfig{{ElephantRate: -1}, {AbsRate: math.NaN()}, {RelChange: math.Inf(1)}, {Capacity: -1}, {Capacity: 1 << 21}} {
-		_, err := NewJitter[int](c)
-		try(bad, "jitter", err)
-	}
 	for name, err := range bad {
 		if !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)
@@ -279,7 +275,6 @@ func TestZeroValueMerge(t *testing.T) {
 		"quantile":        must(NewQuantile(QuantileConfig{})).Merge(&Quantile{}),
 		"top-k":           must(NewTopK[int](TopKConfig{})).Merge(&TopK[int]{}),
 		"top-k disjoint":  must(NewTopK[int](TopKConfig{})).MergeDisjoint(&TopK[int]{}),
-		"jitter":          must(NewJitter[int](JitterConfig{})).Merge(&Jitter[int]{}),
 	} {
 		if !errors.Is(err, ErrIncompatible) {
 			t.Errorf("%s: Merge(zero value) = %v, want ErrIncompatible", name, err)
@@ -303,7 +298,6 @@ func TestResetClone(t *testing.T) {
 	c := countMinSamples()[1]
 	q := quantileSamples()[1]
 	x := topKSamples()[1]
-	j := jitterSamples()[1]
 	empty := func(s encoder) []byte { return encOf(s) }
 	cases := []sk{
 		{"linear counting", func() []byte { return encOf(lc) }, func() func() []byte { n := lc.Clone(); return func() []byte { return encOf(n) } },
@@ -316,8 +310,6 @@ func TestResetClone(t *testing.T) {
 			func() { q.Add(999) }, q.Reset, empty(must(NewQuantile(QuantileConfig{RelativeAccuracy: 0.1, MinValue: 1, MaxValue: 1000})))},
 		{"top-k", func() []byte { return keyedEncOf(x) }, func() func() []byte { n := x.Clone(); return func() []byte { return keyedEncOf(n) } },
 			func() { x.Update(999, 999, 1) }, x.Reset, keyedEncOf(must(NewTopK[uint32](TopKConfig{K: 4, Capacity: 16})))},
-		{"jitter", func() []byte { return keyedEncOf(j) }, func() func() []byte { n := j.Clone(); return func() []byte { return keyedEncOf(n) } },
-			func() { j.Observe(999, 999, 1) }, j.Reset, keyedEncOf(must(NewJitter[uint32](JitterConfig{ElephantRate: 10, AbsRate: 4, RelChange: 0.5, Capacity: 8})))},
 	}
 	for _, s := range cases {
 		before := s.enc()
@@ -349,7 +341,6 @@ func TestMemoryBytes(t *testing.T) {
 		{"top-k", must(NewTopK[flowKey40](TopKConfig{})).MemoryBytes(), 4096 * 64},
 		{"top-k 1024", must(NewTopK[flowKey40](TopKConfig{K: 1024})).MemoryBytes(), 4096 * 64},
 		{"quantile", must(NewQuantile(QuantileConfig{})).MemoryBytes(), 40 * 50 * 8},
-		{"jitter", must(NewJitter[flowKey40](JitterConfig{})).MemoryBytes(), 2 * (8192*4 + 4096*56)},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %d bytes, want %d", c.name, c.got, c.want)

@@ -72,6 +72,7 @@ type TopK[K comparable] struct {
 	ranks   []topKRank // Top's scratch
 	k       int
 	log2b   uint8 // log2 of the number of buckets
+	dirty   bool  // set by every write since the last Reset; see Reset
 	mul     uint64
 	seed    uint64
 }
@@ -129,6 +130,7 @@ func (t *TopK[K]) bucket(h uint64) *topKBucket[K] {
 // Update adds weight to key, whose hash is h. A weight of 0 is ignored. It
 // does not allocate.
 func (t *TopK[K]) Update(h uint64, key K, weight uint64) {
+	t.dirty = true
 	b := t.bucket(h)
 	for i, x := range &b.hashes {
 		if x == h && b.counts[i] != 0 {
@@ -251,6 +253,10 @@ func (t *TopK[K]) merge(o *TopK[K], disjoint bool) error {
 		return fmt.Errorf("sketch: merge %v: k=%d capacity=%d with k=%d capacity=%d: %w", kindTopK,
 			t.k, len(t.buckets)*TopKWays, o.k, len(o.buckets)*TopKWays, ErrIncompatible)
 	}
+	if !o.dirty { // o is empty: every bucket would be left unchanged
+		return nil
+	}
+	t.dirty = true
 	for i := range t.buckets {
 		t.buckets[i].merge(&o.buckets[i], disjoint)
 	}
@@ -305,8 +311,16 @@ func (b *topKBucket[K]) merge(o *topKBucket[K], disjoint bool) {
 	}
 }
 
-// Reset empties t, keeping its memory.
-func (t *TopK[K]) Reset() { clear(t.buckets) }
+// Reset empties t, keeping its memory. It costs O(1) when nothing was
+// updated, merged or decoded into t since the last Reset (or since NewTopK),
+// and clears the whole table otherwise.
+func (t *TopK[K]) Reset() {
+	if !t.dirty {
+		return
+	}
+	clear(t.buckets)
+	t.dirty = false
+}
 
 // Clone returns a deep copy of t.
 func (t *TopK[K]) Clone() *TopK[K] {
@@ -451,6 +465,7 @@ func (t *TopK[K]) UnmarshalBinary(data []byte, keyLen int, readKey func([]byte) 
 	if err := r.end(); err != nil {
 		return err
 	}
+	tmp.dirty = true
 	*t = tmp
 	return nil
 }
