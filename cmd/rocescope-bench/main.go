@@ -1,18 +1,23 @@
 // Command rocescope-bench measures rocescope's replay rate against two
-// baselines in one run, on one trace, from the page cache: a bare walk over
-// the pcap records (the floor: reading alone), and tshark decoding the same
-// trace (fields output, the usual tool). It builds rocescope, generates the
-// trace with "rocescope gen", times each contestant several times and prints
-// the best run of each with its rate and its ratios to the others.
+// baselines in one run, on the same traces, each contestant in its own
+// process reading from the page cache: a bare walk over the pcap records
+// (the floor: reading alone), and tshark decoding the traces (fields
+// output, the usual tool). It builds rocescope, generates 128-byte-snap
+// traces with "rocescope gen" for each number of connections and frames,
+// runs each contestant several times and prints, per trace, the median run
+// of each: its rate, its CPU time per frame (user and system), its ratios to
+// the walk and to tshark, its peak resident memory and its page faults.
 //
-// Run it from the repository root:
+// Run it from the repository root (the default traces take about 3.5 GB in
+// --dir and a quarter of an hour):
 //
-//	go run ./cmd/rocescope-bench                  # 1 M packets, 1 and all-CPU workers
-//	go run ./cmd/rocescope-bench --packets 10000000 --flows 1000000 --no-tshark
+//	go run ./cmd/rocescope-bench
+//	go run ./cmd/rocescope-bench --conns 100000 --frames 2000000 --runs 5
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,6 +25,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -30,19 +37,18 @@ import (
 	"github.com/rocescope/rocescope/capture/file"
 )
 
-// result is the best run of one contestant.
-type result struct {
-	name    string
-	elapsed time.Duration
-	frames  uint64
-	maxRSS  int64 // bytes, 0 when not measured
-}
-
-func (r result) pps() float64 { return float64(r.frames) / r.elapsed.Seconds() }
+// walkCommand is the argument that makes this program walk a trace itself,
+// so that the floor runs in its own process like the others.
+const walkCommand = "walk-records"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:])
+	var err error
+	if len(os.Args) == 3 && os.Args[1] == walkCommand {
+		err = walk(ctx, os.Args[2])
+	} else {
+		err = run(ctx, os.Args[1:])
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rocescope-bench:", err)
@@ -50,15 +56,47 @@ func main() {
 	}
 }
 
+// walk reads every record of the trace with the capture file reader and
+// touches nothing else: the cost of reading alone. It prints the frames.
+func walk(ctx context.Context, path string) error {
+	src, err := file.Open([]string{path}, nil)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	var n uint64
+	err = capture.Each(ctx, src, capture.NewBatch(256), func(b *capture.Batch) error {
+		n += uint64(len(b.Frames))
+		return nil
+	})
+	fmt.Println(n)
+	return err
+}
+
+// result is one run of a contestant.
+type result struct {
+	elapsed time.Duration
+	cpu     time.Duration // user and system
+	maxRSS  int64         // bytes
+	faults  int64         // minor and major page faults
+}
+
+// contestant is a command measured on a trace.
+type contestant struct {
+	name string
+	args []string // command and arguments; the trace is appended
+	runs int
+}
+
 func run(ctx context.Context, args []string) error {
 	fs := pflag.NewFlagSet("rocescope-bench", pflag.ContinueOnError)
-	packets := fs.Int("packets", 1000000, "packets in the generated trace")
-	flows := fs.Int("flows", 10000, "RC connections in the trace")
-	snap := fs.Int("snaplen", 0, "cut frames to this many bytes (0: whole frames)")
-	runs := fs.Int("runs", 3, "runs of each contestant; the best counts")
-	workers := fs.Int("workers", runtime.NumCPU(), "workers of the parallel replay")
-	dir := fs.String("dir", filepath.Join(os.TempDir(), "rocescope-bench"), "where the binary and trace go (kept between runs)")
-	noTshark := fs.Bool("no-tshark", false, "skip tshark")
+	conns := fs.IntSlice("conns", []int{10_000, 100_000, 1_000_000}, "RC connections of the traces")
+	frames := fs.IntSlice("frames", []int{2_000_000, 8_000_000}, "frames of the traces")
+	workers := fs.IntSlice("workers", []int{1, 2}, "worker counts of the replays")
+	snap := fs.Int("snaplen", 128, "cut frames to this many bytes (0: whole frames)")
+	runs := fs.Int("runs", 3, "runs of each contestant; the median counts")
+	dir := fs.String("dir", filepath.Join(os.TempDir(), "rocescope-bench"), "where the binaries and traces go (kept between runs)")
+	tsharkMax := fs.Int("tshark-frames", 2_000_000, "run tshark (once) on traces of at most this many frames; 0: never")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -69,122 +107,103 @@ func run(ctx context.Context, args []string) error {
 	if err := command(ctx, "go", "build", "-o", bin, "./cmd/rocescope").Run(); err != nil {
 		return fmt.Errorf("build rocescope (run from the repository root): %w", err)
 	}
-	trace := filepath.Join(*dir, fmt.Sprintf("bench-%d-%d-%d.pcap", *packets, *flows, *snap))
-	if _, err := os.Stat(trace); err != nil {
-		fmt.Fprintf(os.Stderr, "generating %s\n", trace)
-		gen := command(ctx, bin, "gen", "-o", trace, "--packets", fmt.Sprint(*packets), "--flows", fmt.Sprint(*flows),
-			"--snaplen", fmt.Sprint(*snap), "--seed", "1")
-		if err := gen.Run(); err != nil {
-			return fmt.Errorf("gen: %w", err)
-		}
-	}
-	st, err := os.Stat(trace)
+	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-
-	walk, err := best(*runs, func() (result, error) { return bareWalk(trace) })
-	if err != nil {
-		return err
-	}
-	walk.name = "bare pcap walk (floor)"
-	results := []result{walk}
-	for _, w := range uniq(1, *workers) {
-		r, err := best(*runs, func() (result, error) {
-			return timed(ctx, walk.frames, bin, "replay", "--workers", fmt.Sprint(w), "--format", "jsonl", "-o", os.DevNull, "--progress=false", trace)
-		})
-		if err != nil {
-			return err
-		}
-		r.name = fmt.Sprintf("rocescope replay, %d worker(s)", w)
-		results = append(results, r)
-	}
-	if !*noTshark {
-		if _, err := exec.LookPath("tshark"); err != nil {
-			fmt.Fprintln(os.Stderr, "tshark not found: skipped")
-		} else {
-			r, err := timed(ctx, walk.frames, "tshark", "-n", "-r", trace, "--disable-protocol", "rpcordma",
-				"-T", "fields", "-e", "infiniband.bth.opcode")
-			if err != nil {
+	_, err = exec.LookPath("tshark")
+	haveTshark := err == nil
+	host, _ := os.Hostname()
+	fmt.Printf("rocescope-bench on %s: %s/%s, %d CPUs, %s; traces of %d-byte frames in %s; median of %d runs\n\n",
+		host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), *snap, *dir, *runs)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "conns\tframes\tcontestant\tMpps\tCPU ns/frame\tvs walk\tvs tshark\tpeak RSS MiB\tpage faults\t")
+	for _, c := range *conns {
+		for _, n := range *frames {
+			trace := filepath.Join(*dir, fmt.Sprintf("gen-%d-%d-%d.pcap", n, c, *snap))
+			if err := generate(ctx, bin, trace, n, c, *snap); err != nil {
 				return err
 			}
-			r.name = "tshark -T fields (decode only), 1 run"
-			results = append(results, r)
+			list := []contestant{{name: "bare walk", args: []string{self, walkCommand}, runs: *runs}}
+			for _, w := range *workers {
+				list = append(list, contestant{name: fmt.Sprintf("replay, %d worker(s)", w), runs: *runs,
+					args: []string{bin, "replay", "--workers", strconv.Itoa(w), "--format", "jsonl", "-o", os.DevNull, "--progress=false"}})
+			}
+			if haveTshark && n <= *tsharkMax {
+				list = append(list, contestant{name: "tshark -T fields", runs: 1,
+					args: []string{"tshark", "-n", "--disable-protocol", "rpcordma", "-T", "fields", "-e", "infiniband.bth.opcode", "-r"}})
+			}
+			results := make([]result, len(list))
+			for i, ct := range list {
+				if results[i], err = median(ctx, ct, trace); err != nil {
+					return err
+				}
+			}
+			rate := func(r result) float64 { return float64(n) / r.elapsed.Seconds() }
+			for i, ct := range list {
+				r := results[i]
+				vsT := "-"
+				if last := list[len(list)-1]; last.name == "tshark -T fields" && i != len(list)-1 {
+					vsT = fmt.Sprintf("%.0fx", rate(r)/rate(results[len(list)-1]))
+				}
+				fmt.Fprintf(tw, "%d\t%d\t%s\t%.2f\t%.0f\t%.2f\t%s\t%.0f\t%d\t\n", c, n, ct.name, rate(r)/1e6,
+					float64(r.cpu.Nanoseconds())/float64(n), rate(r)/rate(results[0]), vsT, float64(r.maxRSS)/(1<<20), r.faults)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
 		}
 	}
-
-	fmt.Printf("trace: %s, %d frames, %.1f MiB, snap length %d; %s, %d CPUs\n\n",
-		trace, walk.frames, float64(st.Size())/(1<<20), *snap, runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU())
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "contestant\tseconds\tMpps\tvs floor\tvs tshark\tmax RSS MiB\t")
-	tshark := results[len(results)-1]
-	for _, r := range results {
-		vsT := "-"
-		if !*noTshark && tshark.name != r.name && tshark.frames > 0 {
-			vsT = fmt.Sprintf("%.1fx", r.pps()/tshark.pps())
-		}
-		rss := "-"
-		if r.maxRSS > 0 {
-			rss = fmt.Sprintf("%.0f", float64(r.maxRSS)/(1<<20))
-		}
-		fmt.Fprintf(tw, "%s\t%.3f\t%.2f\t%.2fx\t%s\t%s\t\n", r.name, r.elapsed.Seconds(), r.pps()/1e6, r.pps()/walk.pps(), vsT, rss)
-	}
-	return tw.Flush()
+	return nil
 }
 
-// uniq returns 1 and n, once each.
-func uniq(one, n int) []int {
-	if n == one {
-		return []int{one}
+// generate writes the trace unless it is there already.
+func generate(ctx context.Context, bin, trace string, frames, conns, snap int) error {
+	if _, err := os.Stat(trace); err == nil {
+		return nil
 	}
-	return []int{one, n}
+	fmt.Fprintf(os.Stderr, "generating %s\n", trace)
+	tmp := trace + ".tmp"
+	gen := command(ctx, bin, "gen", "-o", tmp, "--packets", strconv.Itoa(frames), "--flows", strconv.Itoa(conns),
+		"--snaplen", strconv.Itoa(snap), "--seed", "1")
+	if err := gen.Run(); err != nil {
+		return fmt.Errorf("gen: %w", err)
+	}
+	return os.Rename(tmp, trace)
 }
 
-// best runs f n times and returns the fastest run.
-func best(n int, f func() (result, error)) (result, error) {
-	var b result
-	for i := range n {
-		r, err := f()
+// median runs ct on trace ct.runs times and returns the run of median wall
+// time.
+func median(ctx context.Context, ct contestant, trace string) (result, error) {
+	var rs []result
+	for range max(ct.runs, 1) {
+		r, err := timed(ctx, append(slices.Clone(ct.args), trace))
 		if err != nil {
 			return r, err
 		}
-		if i == 0 || r.elapsed < b.elapsed {
-			b = r
-		}
+		rs = append(rs, r)
 	}
-	return b, nil
+	slices.SortFunc(rs, func(a, b result) int { return int(a.elapsed - b.elapsed) })
+	return rs[len(rs)/2], nil
 }
 
-// bareWalk reads every record of the trace with the capture file reader
-// and touches nothing else: the cost of reading alone.
-func bareWalk(path string) (result, error) {
-	start := time.Now()
-	src, err := file.Open([]string{path}, nil)
-	if err != nil {
-		return result{}, err
-	}
-	defer src.Close()
-	var n uint64
-	err = capture.Each(context.Background(), src, capture.NewBatch(256), func(b *capture.Batch) error {
-		n += uint64(len(b.Frames))
-		return nil
-	})
-	return result{elapsed: time.Since(start), frames: n}, err
-}
-
-// timed runs a command to completion and returns its wall time and peak
-// resident set size; frames is what it processed.
-func timed(ctx context.Context, frames uint64, name string, args ...string) (result, error) {
-	cmd := command(ctx, name, args...)
+// timed runs a command to completion and returns its wall time, CPU time,
+// peak resident set size and page faults.
+func timed(ctx context.Context, args []string) (result, error) {
+	cmd := command(ctx, args[0], args[1:]...)
 	cmd.Stdout = io.Discard
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		return result{}, fmt.Errorf("%s: %w", name, err)
+		return result{}, fmt.Errorf("%s: %w", args[0], err)
 	}
-	r := result{elapsed: time.Since(start), frames: frames}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.maxRSS = ru.Maxrss * 1024
+	r := result{elapsed: time.Since(start)}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return r, errors.New("no resource usage on this system")
 	}
+	r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	r.maxRSS = ru.Maxrss * 1024
+	r.faults = ru.Minflt + ru.Majflt
 	return r, nil
 }
 
