@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"math/bits"
+	"slices"
 
 	"github.com/rocescope/rocescope/decode"
 )
@@ -126,6 +127,7 @@ type shard struct {
 	warm   uint64            // sink of handleBatch's prefetching loads, so they are not optimized away
 	pool   *windowPool       // where open windows come from
 	closed []*Window         // windows closed since the last drain
+	flows  int               // flows of the last window closed: what a new one is made room for
 }
 
 // connKey finds the reverse direction of a RoCEv2 connection.
@@ -164,6 +166,9 @@ func (s *shard) window(w int64) *Window {
 		s.closeThrough(w - 2)
 		s.high = w
 		win := s.pool.get(w)
+		// Room for as many flows as the last window had, at once instead
+		// of by doubling: a million-flow window is 300 MB of records.
+		win.Flows = slices.Grow(win.Flows, s.flows)
 		s.open[w&1] = win
 		return win
 	}
@@ -211,7 +216,7 @@ func (s *shard) closeThrough(w int64) {
 func (s *shard) flush(p int64, win *Window) {
 	w := win.Index()
 	for _, idx := range s.active[p] {
-		if e := &s.tab.entries[idx]; e.win == w {
+		if e := s.tab.at(idx); e.win == w {
 			s.materialize(e, win)
 		}
 	}
@@ -222,6 +227,7 @@ func (s *shard) flush(p int64, win *Window) {
 		win.FlowBytes.Add(f.hash, f.C[FlowBytes])
 		win.FlowPackets.Add(f.hash, f.C[FlowPackets])
 	}
+	s.flows = len(win.Flows)
 	if 8*s.tab.used > 7*s.tab.max {
 		win.Counters[Evictions] += uint64(s.sweep(w))
 	}
@@ -252,9 +258,9 @@ func (s *shard) materialize(e *entry, win *Window) {
 // nearly full, so that new flows find room.
 func (s *shard) sweep(oldest int64) int {
 	n := 0
-	for i := range s.tab.entries {
-		if e := &s.tab.entries[i]; e.lastWin != freeEntry && e.lastWin < oldest {
-			s.evict(int32(i))
+	for i := range int32(s.tab.n) {
+		if e := s.tab.at(i); e.lastWin != freeEntry && e.lastWin < oldest {
+			s.evict(i)
 			n++
 		}
 	}
@@ -270,7 +276,7 @@ func (s *shard) handleBatch(evs []event) {
 	var sum uint64
 	for i := range evs {
 		if sl := t.slots[evs[i].hash&t.mask]; sl.idx != 0 {
-			e := &t.entries[sl.idx-1]
+			e := t.at(int32(sl.idx - 1))
 			sum += e.hash + e.rec.C[FlowPackets] + uint64(e.epsn) // lines 0, 2 and 5 (and 1, 3, 4 beside them)
 		}
 	}
@@ -290,7 +296,7 @@ func (s *shard) handle(ev *event) {
 			return
 		}
 	}
-	e := &s.tab.entries[idx]
+	e := s.tab.at(idx)
 	r := s.counters(idx, e, win)
 	r.C[FlowBytes] += uint64(ev.wire)
 	r.C[FlowPayloadBytes] += uint64(ev.payload)
@@ -304,7 +310,7 @@ func (s *shard) handle(ev *event) {
 		e.sqp, e.flags = ev.sqp, e.flags|entSQPKnown
 	}
 	if f&(evNAK|evRNR) != 0 && e.peer >= 0 {
-		s.tab.entries[e.peer].flags |= entNAKed
+		s.tab.at(e.peer).flags |= entNAKed
 	}
 	if f&(evFullMTU|evOnly) != 0 {
 		s.learnMTU(e, ev)
@@ -363,7 +369,7 @@ func (s *shard) counters(idx int32, e *entry, win *Window) *FlowRecord {
 // record returns the counters of entry idx in window win when the flow sent
 // a frame there, or nil.
 func (s *shard) record(idx int32, win *Window) *FlowRecord {
-	e := &s.tab.entries[idx]
+	e := s.tab.at(idx)
 	switch w := win.Index(); w {
 	case e.win:
 		return &e.rec
@@ -387,7 +393,7 @@ func (s *shard) admit(ev *event) int32 {
 		win.Counters[Evictions]++
 	}
 	idx := s.tab.insert(&ev.key, ev.hash)
-	e := &s.tab.entries[idx]
+	e := s.tab.at(idx)
 	e.sport = ev.sport
 	if ev.sport == 0 {
 		return idx
@@ -397,7 +403,7 @@ func (s *shard) admit(ev *event) int32 {
 		s.conns[ck] = idx
 	}
 	if j, ok := s.conns[connKey{src: ev.key.Dst, dst: ev.key.Src, sport: ev.sport}]; ok {
-		if r := &s.tab.entries[j]; r.peer < 0 {
+		if r := s.tab.at(j); r.peer < 0 {
 			e.peer, r.peer = j, idx
 			e.sqp, r.sqp = r.rec.Key.DQP, e.rec.Key.DQP
 			e.flags |= entSQPKnown
@@ -409,9 +415,9 @@ func (s *shard) admit(ev *event) int32 {
 
 // evict removes the idle entry at v.
 func (s *shard) evict(v int32) {
-	e := &s.tab.entries[v]
+	e := s.tab.at(v)
 	if e.peer >= 0 {
-		s.tab.entries[e.peer].peer = -1
+		s.tab.at(e.peer).peer = -1
 	}
 	ck := connKey{src: e.rec.Key.Src, dst: e.rec.Key.Dst, sport: e.sport}
 	if j, ok := s.conns[ck]; ok && j == v {
@@ -439,7 +445,7 @@ func (s *shard) learnMTU(e *entry, ev *event) {
 	switch {
 	case ev.flags&evRequest != 0:
 	case ev.flags&evReadResp != 0 && e.peer >= 0:
-		req = &s.tab.entries[e.peer]
+		req = s.tab.at(e.peer)
 	default:
 		return
 	}
@@ -517,7 +523,7 @@ func (s *shard) trackPSN(e *entry, r *FlowRecord, win *Window, ev *event) {
 // matchLatency pairs a READ response head or an ACK on e with the pending
 // requests of its peer, and records the latency on the requester's flow.
 func (s *shard) matchLatency(e *entry, win *Window, ev *event) {
-	req := &s.tab.entries[e.peer]
+	req := s.tab.at(e.peer)
 	for i := range req.pend {
 		p := &req.pend[i]
 		var c FlowCounter

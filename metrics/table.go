@@ -4,16 +4,19 @@ package metrics
 // (linear probing, power-of-two size, load ≤ 1/2) over a slab of entries.
 // Entries never move, so their slab positions stay valid across index
 // growth and can be kept in per-window activity lists. The index grows by
-// doubling up to what the capacity needs; the slab grows with use up to the
-// capacity, so memory follows the number of flows, bounded by the capacity.
+// doubling up to what the capacity needs; the slab grows with use, a chunk
+// of up to 8192 entries (4 MiB) at a time, so memory follows the number of
+// flows, bounded by the capacity, and growing copies nothing.
 type table struct {
-	slots   []slot
-	mask    uint64
-	entries []entry
-	free    []int32 // slab positions of evicted entries, for reuse
-	max     int     // capacity in entries
-	used    int     // live entries
-	hand    int     // next slab position victim looks at
+	slots  []slot
+	mask   uint64
+	chunks [][]entry // the slab; each chunk is page-aligned, so entries sit on cache lines
+	shift  uint      // log2 of the chunk length
+	n      int       // slab positions handed out
+	free   []int32   // slab positions of evicted entries, for reuse
+	max    int       // capacity in entries
+	used   int       // live entries
+	hand   int       // next slab position victim looks at
 }
 
 // slot is one index position: the slab position + 1 (0 = empty) and the high
@@ -28,14 +31,26 @@ const initialSlots = 1 << 12
 // freeEntry marks the lastWin of a slab entry that holds no flow.
 const freeEntry = -1 << 63
 
+// maxChunkShift bounds a slab chunk to 2^13 entries.
+const maxChunkShift = 13
+
 func newTable(capacity int) *table {
-	return &table{slots: make([]slot, initialSlots), mask: initialSlots - 1, max: capacity}
+	shift := uint(0)
+	for shift < maxChunkShift && 1<<shift < capacity {
+		shift++
+	}
+	return &table{slots: make([]slot, initialSlots), mask: initialSlots - 1, shift: shift, max: capacity}
+}
+
+// at returns the entry at slab position i.
+func (t *table) at(i int32) *entry {
+	return &t.chunks[i>>t.shift][i&(1<<t.shift-1)]
 }
 
 // reset empties t, keeping its memory.
 func (t *table) reset() {
 	clear(t.slots)
-	t.entries = t.entries[:0]
+	t.n = 0
 	t.free = t.free[:0]
 	t.used, t.hand = 0, 0
 }
@@ -48,7 +63,7 @@ func (t *table) lookup(key *FlowKey, h uint64) int32 {
 		if s.idx == 0 {
 			return -1
 		}
-		if s.tag == tag && t.entries[s.idx-1].rec.Key == *key {
+		if s.tag == tag && t.at(int32(s.idx-1)).rec.Key == *key {
 			return int32(s.idx - 1)
 		}
 	}
@@ -68,10 +83,13 @@ func (t *table) insert(key *FlowKey, h uint64) int32 {
 		idx = t.free[n-1]
 		t.free = t.free[:n-1]
 	} else {
-		idx = int32(len(t.entries))
-		t.entries = append(t.entries, entry{})
+		if t.n == len(t.chunks)<<t.shift {
+			t.chunks = append(t.chunks, make([]entry, 1<<t.shift))
+		}
+		idx = int32(t.n)
+		t.n++
 	}
-	t.entries[idx].init(*key, h)
+	t.at(idx).init(*key, h)
 	t.place(uint32(idx), h)
 	t.used++
 	return idx
@@ -94,7 +112,7 @@ func (t *table) grow() {
 	t.mask = uint64(len(t.slots) - 1)
 	for _, s := range old {
 		if s.idx != 0 {
-			t.place(s.idx-1, t.entries[s.idx-1].hash)
+			t.place(s.idx-1, t.at(int32(s.idx-1)).hash)
 		}
 	}
 }
@@ -102,7 +120,7 @@ func (t *table) grow() {
 // remove deletes the entry at slab position idx, with backward-shift
 // deletion so no tombstones are needed.
 func (t *table) remove(idx int32) {
-	h := t.entries[idx].hash
+	h := t.at(idx).hash
 	i := h & t.mask
 	for t.slots[i].idx != uint32(idx)+1 {
 		i = (i + 1) & t.mask
@@ -115,11 +133,11 @@ func (t *table) remove(idx int32) {
 			s := t.slots[j]
 			if s.idx == 0 {
 				t.free = append(t.free, idx)
-				t.entries[idx].lastWin = freeEntry
+				t.at(idx).lastWin = freeEntry
 				t.used--
 				return
 			}
-			home := t.entries[s.idx-1].hash & t.mask
+			home := t.at(int32(s.idx-1)).hash & t.mask
 			// Move s back into the hole at i unless its home lies
 			// cyclically in (i, j].
 			if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
@@ -137,14 +155,14 @@ func (t *table) remove(idx int32) {
 // cheap and successive calls cover the whole slab.
 func (t *table) victim(oldest int64) int32 {
 	const probes = 64
-	n := len(t.entries)
+	n := t.n
 	for range min(probes, n) {
 		i := t.hand
 		t.hand++
 		if t.hand >= n {
 			t.hand = 0
 		}
-		if lw := t.entries[i].lastWin; lw != freeEntry && lw < oldest {
+		if lw := t.at(int32(i)).lastWin; lw != freeEntry && lw < oldest {
 			return int32(i)
 		}
 	}

@@ -37,8 +37,8 @@ func TestTableAgainstMap(t *testing.T) {
 			delete(want, k)
 		case !ok && !tab.full():
 			idx := tab.insert(&k, h)
-			if tab.entries[idx].rec.Key != k || tab.entries[idx].hash != h || tab.entries[idx].peer != -1 {
-				t.Fatalf("step %d: inserted entry %+v", step, tab.entries[idx])
+			if tab.at(idx).rec.Key != k || tab.at(idx).hash != h || tab.at(idx).peer != -1 {
+				t.Fatalf("step %d: inserted entry %+v", step, *tab.at(idx))
 			}
 			want[k] = idx
 		case !ok && len(want) != capacity:
@@ -63,7 +63,7 @@ func TestTableVictim(t *testing.T) {
 	keys := []FlowKey{testKey(1), testKey(2), testKey(3), testKey(4)}
 	for i, k := range keys {
 		idx := tab.insert(&k, k.Hash(1))
-		tab.entries[idx].lastWin = int64(10 + i)
+		tab.at(idx).lastWin = int64(10 + i)
 	}
 	if !tab.full() {
 		t.Fatal("table of capacity 4 with 4 entries is not full")
@@ -75,7 +75,7 @@ func TestTableVictim(t *testing.T) {
 	// Only the entry idle since window 10 is older than window 11, and the
 	// clock hand finds it wherever it stands.
 	for range 2 * len(keys) {
-		if v := tab.victim(11); v < 0 || tab.entries[v].rec.Key != keys[0] {
+		if v := tab.victim(11); v < 0 || tab.at(v).rec.Key != keys[0] {
 			t.Fatalf("victim before window 11 = %d, want the entry of %v", v, keys[0])
 		}
 	}
@@ -86,7 +86,7 @@ func TestTableVictim(t *testing.T) {
 		if v < 0 {
 			t.Fatal("victim before window 12 = -1")
 		}
-		seen[tab.entries[v].rec.Key]++
+		seen[tab.at(v).rec.Key]++
 	}
 	if seen[keys[0]] != 2 || seen[keys[1]] != 2 {
 		t.Errorf("victims before window 12: %v, want keys 1 and 2 twice each", seen)

@@ -84,11 +84,22 @@ type flowRate struct {
 	rate float64
 }
 
-// qpEnd is one end of a connection: an address and a QPN.
+// qpEnd is one end of a connection: an address and a QPN, packed into
+// three words without padding so that maps hash and compare it as plain
+// memory (it is looked up for every flow of every window).
 type qpEnd struct {
-	addr decode.Addr
-	qpn  uint32
+	lo, hi uint64 // the address's 16 bytes
+	kq     uint64 // the address kind << 32 | the QPN
 }
+
+// end returns the end of a connection at addr with QPN qpn.
+func end(addr decode.Addr, qpn uint32) qpEnd {
+	lo, hi := addr.Words()
+	return qpEnd{lo, hi, uint64(addr.Kind())<<32 | uint64(qpn)}
+}
+
+// qpn returns the QPN of e.
+func (e qpEnd) qpn() uint32 { return uint32(e.kq) }
 
 // pairing is a learned QP end and the last window that showed it, so that
 // pairs of connections long gone can be forgotten.
@@ -138,20 +149,20 @@ func (rp *Reporter) learn(w *metrics.Window) {
 				forget(rp.cmReq, rp.now-pairTTL/w.Length)
 			}
 			if len(rp.cmReq) < rp.maxPairs {
-				rp.cmReq[cmReqKey{m.Src, m.LocalCommID}] = pairing{qpEnd{m.Src, m.LocalQPN}, rp.now}
+				rp.cmReq[cmReqKey{m.Src, m.LocalCommID}] = pairing{end(m.Src, m.LocalQPN), rp.now}
 			}
 		case cmConnectReply:
 			k := cmReqKey{m.Dst, m.RemoteCommID}
 			if req, ok := rp.cmReq[k]; ok {
 				delete(rp.cmReq, k)
-				rp.pair(req.peer, qpEnd{m.Src, m.LocalQPN}, w.Length)
+				rp.pair(req.peer, end(m.Src, m.LocalQPN), w.Length)
 			}
 		}
 	}
 	for i := range w.Flows {
 		f := &w.Flows[i]
 		if f.SQPKnown {
-			rp.pair(qpEnd{f.Key.Src, f.SQP}, qpEnd{f.Key.Dst, f.Key.DQP}, w.Length)
+			rp.pair(end(f.Key.Src, f.SQP), end(f.Key.Dst, f.Key.DQP), w.Length)
 		}
 	}
 }
@@ -297,8 +308,8 @@ func (rp *Reporter) flowReport(w *metrics.Window, i int32, secs float64, hasPrev
 // did not know it.
 func (rp *Reporter) fillSQP(f *metrics.FlowRecord) {
 	if !f.SQPKnown {
-		if p, ok := rp.pairs[qpEnd{f.Key.Dst, f.Key.DQP}]; ok && p.peer.addr == f.Key.Src {
-			f.SQP, f.SQPKnown = p.peer.qpn, true
+		if p, ok := rp.pairs[end(f.Key.Dst, f.Key.DQP)]; ok && end(f.Key.Src, p.peer.qpn()) == p.peer {
+			f.SQP, f.SQPKnown = p.peer.qpn(), true
 		}
 	}
 }
