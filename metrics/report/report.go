@@ -139,8 +139,12 @@ const (
 	cmConnectReply   = 0x0013
 )
 
-// learn records the QP pairs a window shows: from CM REQ/REP exchanges and
-// from flows whose source QP the engine learned.
+// learn records the QP pairs a window shows: from CM REQ/REP exchanges, and,
+// in a window merged from several hosts, from flows whose source QP a host
+// learned, so that a flow another host saw without its reverse direction
+// gets it too. In one host's window that would be a map lookup per flow and
+// window for nothing: the engine pairs the two directions of a connection
+// on one worker, and its QP table keeps them paired across windows.
 func (rp *Reporter) learn(w *metrics.Window) {
 	for _, m := range w.CM {
 		switch m.AttrID {
@@ -158,6 +162,9 @@ func (rp *Reporter) learn(w *metrics.Window) {
 				rp.pair(req.peer, end(m.Src, m.LocalQPN), w.Length)
 			}
 		}
+	}
+	if len(w.Hosts) < 2 {
+		return
 	}
 	for i := range w.Flows {
 		f := &w.Flows[i]
