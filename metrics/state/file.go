@@ -145,7 +145,7 @@ func (sr *Reader) Next(w *metrics.Window) error {
 	if n, err := io.CopyN(&sr.buf, sr.r, int64(size)); err != nil {
 		return fmt.Errorf("state: %s: state at offset %d: %d of %d bytes: %w: %w", sr.name, sr.off, n, size, metrics.ErrState, err)
 	}
-	if err := w.UnmarshalReusing(sr.buf.Bytes()); err != nil {
+	if err := w.UnmarshalReusing(sr.buf.Bytes(), 0); err != nil {
 		return fmt.Errorf("state: %s: state at offset %d: %w", sr.name, sr.off, err)
 	}
 	sr.off += 4 + int64(size)
