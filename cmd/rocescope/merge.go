@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -32,18 +33,26 @@ reports replay would have written had one host seen everything. Top flows,
 elephants and jitter are recomputed on the merged state; each report lists
 the hosts that contributed.
 
-A STATE is a state file or a directory of per-window state files. States
-made with different sketch configurations or window lengths, damaged states
-and a host delivering the same window twice are errors naming the file.
+A STATE is a state file or a directory of per-window state files. Each
+file's states must be in window order, as replay and capture write them.
+Merge reads the files window by window and writes each window's report as
+soon as every file is past it, so that it holds one window at a time however
+many the files hold. States made with different sketch configurations or
+window lengths, damaged states, states out of window order, a host
+delivering the same window twice and files that are not regular files are
+errors naming the file; the reports of the windows before it are written.
+A state whose sketches would take more memory than --max-state-bytes is
+refused before it is decoded.
 
 With --follow, merge watches the directories and emits each window, in time
 order, once every host of --hosts (or every host seen so far) delivered it,
 or --timeout after the window's first state arrived. A state that arrives
-after its window was emitted is skipped with a warning. Each file is read
-once, when it appears: replay and capture write per-window files under a
-temporary name and rename them, so none is read half written. On interrupt
-merge reads the directories once more, emits every pending window and exits
-with status 0.`,
+after its window was emitted is skipped with a warning. Files are read as
+they grow: a state not yet complete (its length and checksum) is read again
+at the next poll, a file that vanishes is forgotten, and a file that is not
+a regular file (a FIFO) is skipped with a warning. On interrupt merge reads
+the directories once more, emits every pending window and exits with status
+0.`,
 		example: `  rocescope merge hostA.states hostB.states
   rocescope merge --format csv -o fleet.csv /shared/states/
   rocescope merge --follow --hosts cap1,cap2,cap3 --timeout 5s /shared/states/`,
@@ -54,6 +63,7 @@ with status 0.`,
 			hosts := fs.StringSlice("hosts", nil, "with --follow: the hosts whose states complete a window")
 			timeout := fs.Duration("timeout", 10*time.Second, "with --follow: emit a window this long after its first state even if hosts are missing")
 			poll := fs.Duration("poll", 500*time.Millisecond, "with --follow: how often to look for new files")
+			maxState := fs.Int64("max-state-bytes", 0, fmt.Sprintf("refuse a state whose sketches would take more memory than this many bytes (default 4 times a window's sketches in the local configuration: %d)", stateLimitFactor*defaultSketchBytes))
 			return func(ctx context.Context, e *env, args []string) error {
 				if len(args) == 0 {
 					return usagef("no state file or directory given")
@@ -64,7 +74,10 @@ with status 0.`,
 					}
 				}
 				o.inputs = args
-				m := &merger{opts: &o, e: e, expect: *hosts, timeout: *timeout}
+				if *maxState < 0 {
+					return usagef("--max-state-bytes %d: want more than 0", *maxState)
+				}
+				m := &merger{opts: &o, e: e, expect: *hosts, timeout: *timeout, read: state.ReadOptions{MaxSketchBytes: *maxState}}
 				if !*follow {
 					for _, name := range []string{"hosts", "timeout", "poll"} {
 						if fs.Changed(name) {
@@ -95,16 +108,32 @@ var ignoredByMerge = []struct{ flag, why string }{
 	{"prometheus", "merge writes reports only"},
 }
 
+// stateLimitFactor is how many times the sketches of a window of the local
+// configuration a state's may take by default.
+const stateLimitFactor = 4
+
+// defaultSketchBytes is the memory of a window's sketches with the
+// default configuration.
+var defaultSketchBytes = func() int64 {
+	n, err := new(metrics.Config).SketchBytes()
+	if err != nil {
+		panic(fmt.Sprintf("rocescope: sketches of the default configuration: %v", err))
+	}
+	return n
+}()
+
 // merger merges window states into reports.
 type merger struct {
 	opts     *reportOptions
 	e        *env
 	expect   []string // --hosts
 	timeout  time.Duration
+	read     state.ReadOptions
 	merged   *state.Merger
 	first    map[int64]time.Time // when each pending window's first state arrived
 	hosts    map[string]bool     // every host seen
-	seen     map[string]bool     // state files read
+	offsets  map[string]int64    // state files read: where their next state begins
+	refused  map[string]bool     // files skipped with a warning
 	reporter *report.Reporter
 	sink     export.Sink
 }
@@ -117,6 +146,13 @@ func (m *merger) setup() (func() error, error) {
 	if m.reporter, err = report.NewReporter(cfg); err != nil {
 		return nil, usagef("%v", err)
 	}
+	if m.read.MaxSketchBytes == 0 {
+		n, err := cfg.SketchBytes()
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		m.read.MaxSketchBytes = stateLimitFactor * n
+	}
 	sink, closeSink, err := m.opts.sink(m.e)
 	if err != nil {
 		return nil, err
@@ -125,12 +161,13 @@ func (m *merger) setup() (func() error, error) {
 	m.merged = state.NewMerger()
 	m.first = make(map[int64]time.Time)
 	m.hosts = make(map[string]bool)
-	m.seen = make(map[string]bool)
+	m.offsets = make(map[string]int64)
+	m.refused = make(map[string]bool)
 	return closeSink, nil
 }
 
-// once merges every state of the given files and directories. Nothing is
-// written unless every state was read and merged.
+// once merges every state of the given files and directories, writing
+// each window's report as soon as no file can add to it.
 func (m *merger) once(ctx context.Context, args []string) (err error) {
 	closeSink, err := m.setup()
 	if err != nil {
@@ -144,15 +181,11 @@ func (m *merger) once(ctx context.Context, args []string) (err error) {
 	if len(files) == 0 {
 		return fmt.Errorf("no %s files in %s", state.Ext, strings.Join(args, ", "))
 	}
-	for _, f := range files {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := m.readFile(f); err != nil {
-			return err
-		}
+	err = state.MergeFiles(ctx, files, &m.read, func(w *metrics.Window) error { return m.sink.Write(m.reporter.Build(w)) })
+	if errors.Is(err, metrics.ErrStateSize) {
+		return fmt.Errorf("%w (see --max-state-bytes)", err)
 	}
-	return m.emit(func(int64) bool { return true })
+	return err
 }
 
 // follow merges states as they appear in the directories, and emits each
@@ -172,18 +205,20 @@ func (m *merger) follow(ctx context.Context, dirs []string, poll time.Duration) 
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {
-		files, err := stateFiles(dirs)
-		if err != nil {
+		// After an interrupt, the directories are read a last time
+		// without the context: only regular files are read, which do not
+		// block.
+		done := ctx.Err() != nil
+		rctx := ctx
+		if done {
+			rctx = context.WithoutCancel(ctx)
+		}
+		if err := m.readDirs(rctx, dirs); err != nil {
+			if !done && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				continue // interrupted while reading: read a last time
+			}
 			return err
 		}
-		for _, f := range files {
-			if !m.seen[f] {
-				if err := m.readFile(f); err != nil {
-					return err
-				}
-			}
-		}
-		done := ctx.Err() != nil
 		now := time.Now()
 		if err := m.emit(func(s int64) bool { return done || m.complete(s) || now.Sub(m.first[s]) >= m.timeout }); err != nil {
 			return err
@@ -199,6 +234,26 @@ func (m *merger) follow(ctx context.Context, dirs []string, poll time.Duration) 
 		case <-t.C:
 		}
 	}
+}
+
+// readDirs reads what is new in the state files of dirs, and forgets the
+// files that are gone (retention clean-up).
+func (m *merger) readDirs(ctx context.Context, dirs []string) error {
+	files, err := stateFiles(dirs)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := m.readNew(ctx, f); err != nil {
+			return err
+		}
+	}
+	for f := range m.offsets {
+		if _, found := slices.BinarySearch(files, f); !found {
+			delete(m.offsets, f)
+		}
+	}
+	return nil
 }
 
 // complete reports whether every expected host delivered the window that
@@ -242,28 +297,43 @@ func stateFiles(args []string) ([]string, error) {
 	return files, nil
 }
 
-// readFile merges every state of one file into the pending windows. A
-// state of a window already emitted (with --follow, after --timeout) is
-// skipped with a warning; any other bad state is an error naming the file.
-func (m *merger) readFile(path string) error {
-	m.seen[path] = true
-	f, err := os.Open(path)
-	if err != nil {
+// readNew merges the states of a file that arrived since it was last
+// read. A state not yet complete is left for the next call, a file that
+// vanished is forgotten, and a file that is not a regular file is skipped
+// with a warning, once. A state of a window already emitted (after
+// --timeout) is skipped with a warning; any other bad state is an error
+// naming the file.
+func (m *merger) readNew(ctx context.Context, path string) error {
+	off, read := m.offsets[path]
+	if read {
+		if st, err := os.Stat(path); err == nil && st.Size() == off {
+			return nil // nothing new
+		}
+	}
+	sr, err := state.Open(ctx, path, off, &m.read)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil // deleted since the listing, or a dangling symlink
+	case errors.Is(err, state.ErrNotRegular):
+		if !m.refused[path] {
+			m.refused[path] = true
+			fmt.Fprintf(m.e.stderr, "rocescope merge: %v; skipped\n", err)
+		}
+		return nil
+	case err != nil:
 		return err
 	}
-	defer f.Close()
-	sr := state.NewReader(f, path)
-	n := 0
+	defer sr.Close()
 	for {
 		w := m.merged.Spare()
 		err := sr.Next(w)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
+		m.offsets[path] = sr.Offset()
+		switch {
+		case err == io.EOF, errors.Is(err, io.ErrUnexpectedEOF):
+			return nil // the rest is still being written
+		case err != nil:
 			return err
 		}
-		n++
 		switch err := m.merged.Add(path, w); {
 		case errors.Is(err, state.ErrLate):
 			fmt.Fprintf(m.e.stderr, "rocescope merge: %v: reports up to a later window are out (raise --timeout); state skipped\n", err)
@@ -278,10 +348,6 @@ func (m *merger) readFile(path string) error {
 			}
 		}
 	}
-	if n == 0 {
-		return fmt.Errorf("%s: no window state in the file: %w", path, metrics.ErrState)
-	}
-	return nil
 }
 
 // emit reports the pending windows in time order for as long as ready says
@@ -296,6 +362,7 @@ func (m *merger) emit(ready func(start int64) bool) error {
 		if err := m.sink.Write(m.reporter.Build(w)); err != nil {
 			return err
 		}
+		m.merged.Recycle(w)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -463,14 +464,14 @@ func TestStateOutDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	all := state.NewReader(f, single)
+	all := state.NewReader(f, single, nil)
 	for _, name := range got {
 		data, err := os.ReadFile(filepath.Join(states, name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		var w, fromFile metrics.Window
-		sr := state.NewReader(bytes.NewReader(data), name)
+		sr := state.NewReader(bytes.NewReader(data), name, nil)
 		if err := sr.Next(&w); err != nil {
 			t.Fatal(err)
 		}
@@ -553,29 +554,65 @@ func TestMergeRejectsBadInput(t *testing.T) {
 	}
 	mustRunInProcess(t, "replay", "--format", "jsonl", "--host", "b", "--window", "500ms", "--state-out", halfWindow, trace)
 
+	engineStates(t, filepath.Join(dir, "z", "big"), trace, &metrics.Config{Host: "b", Workers: 1, CMWidth: 1 << 19})
+	fifo := filepath.Join(dir, "z", "fifo", "x"+state.Ext)
+	if err := os.MkdirAll(filepath.Dir(fifo), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	second, err := os.ReadFile(goodFiles[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	reversed := write(append(bytes.Clone(second), first...))
+	size := func(dir string) int64 { // the sketch bytes of dir's states
+		var w metrics.Window
+		sr, err := state.Open(context.Background(), stateFilesIn(t, dir)[0], 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sr.Close()
+		if err := sr.Next(&w); err != nil {
+			t.Fatal(err)
+		}
+		return int64(w.Distinct.MemoryBytes() + w.FlowBytes.MemoryBytes() + w.FlowPackets.MemoryBytes() + w.Top.MemoryBytes() + w.ReadLatency.MemoryBytes() + w.AckLatency.MemoryBytes())
+	}
+	limit := 4 * size(good)
+
 	for _, tc := range []struct {
-		name string
-		args []string // the states to merge; default: the good directory, then file
-		file string   // the file the error must name
-		says string   // what it must say
+		name    string
+		args    []string // the states to merge; default: the good directory, then file
+		flags   []string
+		file    string // the file the error must name
+		says    string // what it must say
+		reports int    // of the windows before the one at fault
 	}{
-		{name: "truncated", file: edit(func(b []byte) []byte { return b[:len(b)-100] }), says: fmt.Sprintf("state at offset 0: %d of %d bytes", frame-100, frame)},
-		{name: "length cut", file: write(first[:3]), says: "length cut after 3 bytes"},
-		{name: "byte flipped", file: edit(func(b []byte) []byte { b[len(b)/2] ^= 1; return b }), says: "checksum"},
-		{name: "checksum flipped", file: edit(func(b []byte) []byte { b[len(b)-1] ^= 0x80; return b }), says: "checksum"},
-		{name: "length too large", file: edit(func(b []byte) []byte { binary.BigEndian.PutUint32(b, 1<<31+1); return b }), says: "too large"},
+		{name: "truncated", file: edit(func(b []byte) []byte { return b[:len(b)-100] }), says: fmt.Sprintf("state at offset 0: cut after %d of %d bytes: unexpected EOF: invalid window state", frame+4-100, frame+4)},
+		{name: "length cut", file: write(first[:3]), says: "state at offset 0: cut after 3 bytes: unexpected EOF: invalid window state"},
+		{name: "byte flipped", file: edit(func(b []byte) []byte { b[len(b)/2] ^= 1; return b }), says: "state at offset 0: checksum"},
+		{name: "checksum flipped", file: edit(func(b []byte) []byte { b[len(b)-1] ^= 0x80; return b }), says: "state at offset 0: checksum"},
+		{name: "length too large", file: edit(func(b []byte) []byte { binary.BigEndian.PutUint32(b, 1<<31+1); return b }),
+			says: "state at offset 0: length 2147483649 is not that of a state (17 to 2147483648 bytes): invalid window state"},
 		{name: "length short by one", file: edit(func(b []byte) []byte { binary.BigEndian.PutUint32(b, frame-1); return b }), says: "checksum"},
-		{name: "trailing bytes", args: []string{trailing}, file: trailing, says: fmt.Sprintf("state at offset %d: length cut after 2 bytes", 4+frame)},
-		{name: "version", file: edit(func(b []byte) []byte { b[4+8] = 9; return b }), says: "state version 9"},
-		{name: "not a state", file: write([]byte("\x00\x00\x00\x10GET / HTTP/1.1\r\n")), says: "bad magic"},
-		{name: "empty", file: write(nil), says: "no window state"},
+		{name: "trailing bytes", args: []string{trailing}, file: trailing, says: fmt.Sprintf("state at offset %d: cut after 2 bytes: unexpected EOF: invalid window state", 4+frame)},
+		{name: "version", file: edit(func(b []byte) []byte { b[4+8] = 9; return b }), says: "state at offset 0: state version 9, this rocescope reads version 1: invalid window state"},
+		{name: "not a state", file: write([]byte("\x00\x00\x00\x10GET / HTTP/1.1\r\n")), says: "rsstate: not a rocescope state file: invalid window state"},
+		{name: "not a state, long", file: write(bytes.Repeat([]byte("x"), 1<<20)), says: "rsstate: not a rocescope state file: invalid window state"},
+		{name: "empty", file: write(nil), says: "no window state in the file: invalid window state"},
+		{name: "out of order", args: []string{reversed}, file: reversed,
+			says: fmt.Sprintf("state at offset %d: window %s after window %s: states out of window order: invalid window state", len(second), strings.TrimSuffix(filepath.Base(goodFiles[0])[2:], state.Ext), strings.TrimSuffix(filepath.Base(goodFiles[1])[2:], state.Ext))},
+		{name: "fifo", args: []string{filepath.Dir(fifo)}, file: fifo, says: "not a regular file (p---------)"},
+		{name: "sketches too large", file: stateFilesIn(t, filepath.Join(dir, "z", "big"))[0], says: fmt.Sprintf("the limit is %d: state too large: invalid window state (see --max-state-bytes)", limit)},
+		{name: "sketches above --max-state-bytes", flags: []string{"--max-state-bytes", "1000"}, args: []string{good}, file: goodFiles[0], says: "the limit is 1000: state too large"},
 		{name: "count-min width", file: stateFilesIn(t, filepath.Join(dir, "z", "cmwidth"))[0], says: "sketch configuration"},
 		{name: "count-min depth", file: stateFilesIn(t, filepath.Join(dir, "z", "cmdepth"))[0], says: "sketch configuration"},
 		{name: "seed", file: stateFilesIn(t, filepath.Join(dir, "z", "seed"))[0], says: "sketch configuration"},
 		{name: "distinct bits", file: stateFilesIn(t, filepath.Join(dir, "z", "distinct"))[0], says: "sketch configuration"},
 		{name: "top-k size", file: stateFilesIn(t, filepath.Join(dir, "z", "topk"))[0], says: "sketch configuration"},
 		{name: "window length", file: stateFilesIn(t, halfWindow)[0], says: "length 500ms differs from 1s in " + goodFiles[0]},
-		{name: "same window twice", file: copied, says: "host a already delivered it in " + goodFiles[1]},
+		{name: "same window twice", file: copied, says: "host a already delivered it in " + goodFiles[1], reports: 1},
 		{name: "same host as file and directory", args: []string{good, single}, file: goodFiles[0], says: "host a already delivered it in " + single},
 		{name: "missing", file: filepath.Join(dir, "nothing-here"), says: "no such file"},
 		{name: "directory without states", args: []string{filepath.Join(dir, "z", "empty")}, file: filepath.Join(dir, "z", "empty"), says: "no .rsstate files"},
@@ -585,13 +622,15 @@ func TestMergeRejectsBadInput(t *testing.T) {
 			if states == nil {
 				states = []string{good, tc.file}
 			}
-			args := append([]string{"merge", "--format", "jsonl"}, states...)
-			code, out, errOut := runInProcess(context.Background(), args...)
+			args := slices.Concat([]string{"merge", "--format", "jsonl"}, tc.flags, states)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			code, out, errOut := runInProcess(ctx, args...)
 			if code != 1 || !strings.Contains(errOut, tc.file) || !strings.Contains(errOut, tc.says) {
 				t.Errorf("exit status %d, stderr %q; want 1 and an error naming %s that says %q", code, errOut, tc.file, tc.says)
 			}
-			if out != "" {
-				t.Errorf("a failed merge wrote reports:\n%.300s", out)
+			if n := strings.Count(out, "\n"); n != tc.reports {
+				t.Errorf("a failed merge wrote %d reports, want %d (those before the window at fault):\n%.300s", n, tc.reports, out)
 			}
 		})
 	}
@@ -790,6 +829,52 @@ func TestMergeFollow(t *testing.T) {
 		}
 		if diff := cmp.Diff(once(t, a...), f.stdout.lines()); diff != "" {
 			t.Errorf("reports (-one-shot merge +follow):\n%s", diff)
+		}
+	})
+
+	t.Run("written in place", func(t *testing.T) {
+		d := newDir(t)
+		f := follow(t, d, "--hosts", "hA,hB", "--timeout", "1h")
+		deliver(t, a[0], d)
+		// b[0] is written in place, in two parts with polls between
+		// them; a FIFO and a dangling symlink named like state files lie
+		// beside it.
+		data, err := os.ReadFile(b[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		inPlace := filepath.Join(d, filepath.Base(b[0]))
+		if err := os.WriteFile(inPlace, data[:len(data)/2], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fifo := filepath.Join(d, "pipe"+state.Ext)
+		if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(d, "gone"), filepath.Join(d, "dangling"+state.Ext)); err != nil {
+			t.Fatal(err)
+		}
+		quiet(t, f, 0)
+		w, err := os.OpenFile(inPlace, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(data[len(data)/2:]); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "window 0", func() bool { return len(f.stdout.lines()) == 1 })
+		if code := f.stop(); code != 0 {
+			t.Fatalf("exit status %d after cancel: %s", code, f.stderr.String())
+		}
+		if diff := cmp.Diff(once(t, a[0], b[0]), f.stdout.lines()); diff != "" {
+			t.Errorf("reports (-one-shot merge +follow):\n%s", diff)
+		}
+		want := fmt.Sprintf("rocescope merge: state: %s: not a regular file (p---------); skipped\n", fifo)
+		if got := f.stderr.String(); got != want {
+			t.Errorf("stderr %q, want %q", got, want)
 		}
 	})
 

@@ -3,10 +3,11 @@ package state
 import (
 	"errors"
 	"fmt"
-	"github.com/rocescope/rocescope/metrics"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/rocescope/rocescope/metrics"
 )
 
 // Errors of [Merger.Add], besides [metrics.ErrMismatch] and [metrics.ErrState].
@@ -79,8 +80,8 @@ func (m *Merger) Add(src string, w *metrics.Window) error {
 	for _, h := range w.Hosts {
 		p.from[h] = src
 	}
-	if p.w != w && len(m.spare) < maxSpare {
-		m.spare = append(m.spare, w) // merged: its memory can serve again
+	if p.w != w {
+		m.Recycle(w) // merged: its memory can serve again
 	}
 	return nil
 }
@@ -88,9 +89,18 @@ func (m *Merger) Add(src string, w *metrics.Window) error {
 // maxSpare bounds the windows a Merger keeps to decode into.
 const maxSpare = 4
 
+// Recycle gives back a window Take returned, once the caller is done with
+// it, for Spare to hand out again.
+func (m *Merger) Recycle(w *metrics.Window) {
+	if len(m.spare) < maxSpare {
+		m.spare = append(m.spare, w)
+	}
+}
+
 // Spare returns a window to decode the next state into with a
-// [Reader]: one whose state an Add merged into another window (its
-// sketches are reused), or a new one. Its contents are undefined.
+// [Reader]: one whose state an Add merged into another window, or that was
+// recycled (its sketches are reused), or a new one. Its contents are
+// undefined.
 func (m *Merger) Spare() *metrics.Window {
 	if n := len(m.spare); n > 0 {
 		w := m.spare[n-1]

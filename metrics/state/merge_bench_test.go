@@ -108,7 +108,7 @@ func BenchmarkMerge16Hosts60Windows(b *testing.B) {
 	for b.Loop() {
 		m := NewMerger()
 		for h, data := range files {
-			sr := NewReader(bytes.NewReader(data), names[h])
+			sr := NewReader(bytes.NewReader(data), names[h], nil)
 			for {
 				w := m.Spare()
 				err := sr.Next(w)
