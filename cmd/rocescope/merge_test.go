@@ -924,3 +924,35 @@ func TestMergeWarnsAboutIgnoredFlags(t *testing.T) {
 		t.Errorf("merge wrote --state-out: %v", err)
 	}
 }
+
+// TestHostChecked: replay and capture refuse a --host that cannot name
+// reports and state files as a usage error before reading any input, and
+// a --state-out directory whose file names the host makes too long fails
+// before the run, with no report written.
+func TestHostChecked(t *testing.T) {
+	dir := t.TempDir()
+	trace := smallTrace(t, dir)
+	states := filepath.Join(dir, "states")
+	long := strings.Repeat("h", 300)
+	for _, tc := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"replay", "--host", long, "--state-out", states, trace}, 2, "--host: 300 bytes, want at most 128"},
+		{[]string{"capture", "-i", "no-such-if0", "--host", long, "--state-out", states}, 2, "--host: 300 bytes, want at most 128"},
+		{[]string{"replay", "--host", "cap 1", trace}, 2, `--host "cap 1": want printable characters without spaces`},
+		{[]string{"replay", "--host", "cap\n1", trace}, 2, `--host "cap\n1": want printable characters without spaces`},
+		{[]string{"replay", "--host", "cap\xff", trace}, 2, `--host "cap\xff": want printable characters without spaces`},
+		// 128 bytes of '%' escape to a 384-byte file name.
+		{[]string{"replay", "--host", strings.Repeat("%", 128), "--state-out", states + "/", trace}, 1, "file name too long"},
+	} {
+		code, out, errOut := runInProcess(context.Background(), tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.says) || out != "" {
+			t.Errorf("%.60q: exit status %d, stderr %q, %d bytes of reports; want %d, saying %q, no report", tc.args, code, errOut, len(out), tc.code, tc.says)
+		}
+	}
+	if ents, _ := os.ReadDir(states); len(ents) != 0 {
+		t.Errorf("%d files in the state directory, want none", len(ents))
+	}
+}

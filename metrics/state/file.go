@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,7 +44,10 @@ type Writer struct {
 
 // NewWriter writes states to path: into that directory when it is
 // one or ends with a slash (it is then created if need be), else into the
-// file path (created or truncated).
+// file path (created or truncated). Into a directory, it creates and
+// removes a file with the longest name a window's state can get, so that a
+// host name too long for a file name or a directory it may not write into
+// fails here, before a run, not at its first window.
 func NewWriter(path string, cfg *metrics.Config) (*Writer, error) {
 	sw := &Writer{host: cfg.Host}
 	if strings.HasSuffix(path, "/") || strings.HasSuffix(path, string(os.PathSeparator)) {
@@ -53,6 +57,14 @@ func NewWriter(path string, cfg *metrics.Config) (*Writer, error) {
 	}
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		sw.dir = path
+		probe := sw.fileName(math.MinInt64) + ".tmp"
+		f, err := os.OpenFile(probe, os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("state: state output: %w", err)
+		}
+		if err := errors.Join(f.Close(), os.Remove(probe)); err != nil {
+			return nil, fmt.Errorf("state: state output: %w", err)
+		}
 		return sw, nil
 	}
 	f, err := os.Create(path)
@@ -80,7 +92,7 @@ func (sw *Writer) Write(w *metrics.Window) error {
 		}
 		return nil
 	}
-	name := filepath.Join(sw.dir, fmt.Sprintf("%s-%d%s", fileNameEscaper.Replace(sw.host), w.Start, Ext))
+	name := sw.fileName(w.Start)
 	tmp := name + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return fmt.Errorf("state: write state: %w", err)
@@ -89,6 +101,11 @@ func (sw *Writer) Write(w *metrics.Window) error {
 		return fmt.Errorf("state: write state: %w", err)
 	}
 	return nil
+}
+
+// fileName returns the name of the state file of the window at start.
+func (sw *Writer) fileName(start int64) string {
+	return filepath.Join(sw.dir, fmt.Sprintf("%s-%d%s", fileNameEscaper.Replace(sw.host), start, Ext))
 }
 
 // fileNameEscaper makes a host name usable in a file name. It is

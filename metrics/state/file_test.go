@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/rocescope/rocescope/capture"
@@ -308,5 +309,26 @@ func TestStateReaderReusesWindows(t *testing.T) {
 			t.Errorf("state %d: the sketches were not reused", i)
 		}
 		sketchesOf = w.FlowBytes
+	}
+}
+
+// TestStateWriterChecksNames: a writer into a directory fails at once, not
+// at its first window, when the host's file names cannot be created there,
+// and leaves no file behind when they can.
+func TestStateWriterChecksNames(t *testing.T) {
+	dir := t.TempDir()
+	_, err := NewWriter(dir, &metrics.Config{Host: strings.Repeat("h", 300)})
+	if !errors.Is(err, syscall.ENAMETOOLONG) || !strings.HasPrefix(err.Error(), "state: state output: open "+dir) {
+		t.Errorf("300-byte host: %v, want ENAMETOOLONG naming the file", err)
+	}
+	sw, err := NewWriter(dir, &metrics.Config{Host: strings.Repeat("h", 200)})
+	if err != nil {
+		t.Fatalf("200-byte host: %v", err)
+	}
+	if err := sw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("the directory holds %d files after the check, want none", len(ents))
 	}
 }
