@@ -77,7 +77,7 @@ the directories once more, emits every pending window and exits with status
 				if *maxState < 0 {
 					return usagef("--max-state-bytes %d: want more than 0", *maxState)
 				}
-				m := &merger{opts: &o, e: e, expect: *hosts, timeout: *timeout, read: state.ReadOptions{MaxSketchBytes: *maxState}}
+				m := &merger{opts: &o, e: e, expect: *hosts, timeout: *timeout, read: state.ReadOptions{MaxSketchBytes: *maxState, Growing: *follow}}
 				if !*follow {
 					for _, name := range []string{"hosts", "timeout", "poll"} {
 						if fs.Changed(name) {
@@ -213,14 +213,15 @@ func (m *merger) follow(ctx context.Context, dirs []string, poll time.Duration) 
 		if done {
 			rctx = context.WithoutCancel(ctx)
 		}
-		if err := m.readDirs(rctx, dirs); err != nil {
+		now := time.Now()
+		ready := func(s int64) bool { return done || m.complete(s) || now.Sub(m.first[s]) >= m.timeout }
+		if err := m.readDirs(rctx, dirs, ready); err != nil {
 			if !done && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 				continue // interrupted while reading: read a last time
 			}
 			return err
 		}
-		now := time.Now()
-		if err := m.emit(func(s int64) bool { return done || m.complete(s) || now.Sub(m.first[s]) >= m.timeout }); err != nil {
+		if err := m.emit(ready); err != nil {
 			return err
 		}
 		if err := m.sink.Flush(); err != nil {
@@ -236,24 +237,76 @@ func (m *merger) follow(ctx context.Context, dirs []string, poll time.Duration) 
 	}
 }
 
-// readDirs reads what is new in the state files of dirs, and forgets the
-// files that are gone (retention clean-up).
-func (m *merger) readDirs(ctx context.Context, dirs []string) error {
+// readDirs merges what is new in the state files of dirs since the last
+// call, in window order, and emits each window that no file can add to in
+// this pass as soon as ready says it is done, so that catching up with a
+// full directory holds few windows. A state not yet complete is left for
+// the next call, a file that vanished is forgotten, and a file that is not
+// a regular file is skipped with a warning, once. A state of a window
+// already emitted (after --timeout) is skipped with a warning; any other
+// bad state is an error naming the file.
+func (m *merger) readDirs(ctx context.Context, dirs []string, ready func(start int64) bool) error {
 	files, err := stateFiles(dirs)
 	if err != nil {
 		return err
 	}
+	for f := range m.offsets {
+		if _, found := slices.BinarySearch(files, f); !found {
+			delete(m.offsets, f) // gone (retention clean-up)
+		}
+	}
+	rd := state.NewFiles(&m.read)
 	for _, f := range files {
-		if err := m.readNew(ctx, f); err != nil {
+		off, read := m.offsets[f]
+		if read {
+			if st, err := os.Stat(f); err == nil && st.Size() == off {
+				continue // nothing new
+			}
+		}
+		switch err := rd.Add(ctx, f, off); {
+		case err == nil, err == io.EOF:
+			m.offsets[f] = off
+		case errors.Is(err, fs.ErrNotExist):
+			// deleted since the listing, or a dangling symlink
+		case errors.Is(err, state.ErrNotRegular):
+			if !m.refused[f] {
+				m.refused[f] = true
+				fmt.Fprintf(m.e.stderr, "rocescope merge: %v; skipped\n", err)
+			}
+		default:
 			return err
 		}
 	}
-	for f := range m.offsets {
-		if _, found := slices.BinarySearch(files, f); !found {
-			delete(m.offsets, f)
+	for {
+		w := m.merged.Spare()
+		path, off, err := rd.Next(ctx, w)
+		if err == io.EOF {
+			m.merged.Recycle(w)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		m.offsets[path] = off
+		switch err := m.merged.Add(path, w); {
+		case errors.Is(err, state.ErrLate):
+			fmt.Fprintf(m.e.stderr, "rocescope merge: %v: reports up to a later window are out (raise --timeout); state skipped\n", err)
+			m.merged.Recycle(w)
+		case err != nil:
+			return err
+		default:
+			if _, ok := m.first[w.Start]; !ok {
+				m.first[w.Start] = time.Now()
+			}
+			for _, h := range w.Hosts {
+				m.hosts[h] = true
+			}
+		}
+		head, more := rd.Head()
+		if err := m.emit(func(s int64) bool { return (!more || s < head) && ready(s) }); err != nil {
+			return err
 		}
 	}
-	return nil
 }
 
 // complete reports whether every expected host delivered the window that
@@ -295,59 +348,6 @@ func stateFiles(args []string) ([]string, error) {
 	}
 	slices.Sort(files)
 	return files, nil
-}
-
-// readNew merges the states of a file that arrived since it was last
-// read. A state not yet complete is left for the next call, a file that
-// vanished is forgotten, and a file that is not a regular file is skipped
-// with a warning, once. A state of a window already emitted (after
-// --timeout) is skipped with a warning; any other bad state is an error
-// naming the file.
-func (m *merger) readNew(ctx context.Context, path string) error {
-	off, read := m.offsets[path]
-	if read {
-		if st, err := os.Stat(path); err == nil && st.Size() == off {
-			return nil // nothing new
-		}
-	}
-	sr, err := state.Open(ctx, path, off, &m.read)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil // deleted since the listing, or a dangling symlink
-	case errors.Is(err, state.ErrNotRegular):
-		if !m.refused[path] {
-			m.refused[path] = true
-			fmt.Fprintf(m.e.stderr, "rocescope merge: %v; skipped\n", err)
-		}
-		return nil
-	case err != nil:
-		return err
-	}
-	defer sr.Close()
-	for {
-		w := m.merged.Spare()
-		err := sr.Next(w)
-		m.offsets[path] = sr.Offset()
-		switch {
-		case err == io.EOF, errors.Is(err, io.ErrUnexpectedEOF):
-			return nil // the rest is still being written
-		case err != nil:
-			return err
-		}
-		switch err := m.merged.Add(path, w); {
-		case errors.Is(err, state.ErrLate):
-			fmt.Fprintf(m.e.stderr, "rocescope merge: %v: reports up to a later window are out (raise --timeout); state skipped\n", err)
-		case err != nil:
-			return err
-		default:
-			if _, ok := m.first[w.Start]; !ok {
-				m.first[w.Start] = time.Now()
-			}
-			for _, h := range w.Hosts {
-				m.hosts[h] = true
-			}
-		}
-	}
 }
 
 // emit reports the pending windows in time order for as long as ready says

@@ -136,6 +136,9 @@ type ReadOptions struct {
 	// metrics.Config.SketchBytes); 0 means the sketch package's maxima,
 	// some 325 MiB per state.
 	MaxSketchBytes int64
+	// Growing says that the files are still being written: [Files] takes
+	// a file that ends inside a state as ending before it, for now.
+	Growing bool
 }
 
 // Reader reads the window states of one state file in order.

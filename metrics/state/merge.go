@@ -137,14 +137,23 @@ func (m *Merger) Has(start int64, host string) bool {
 	return ok
 }
 
+// Oldest returns the start of the oldest pending window, and false if none
+// is pending.
+func (m *Merger) Oldest() (int64, bool) {
+	if len(m.pending) == 0 {
+		return 0, false
+	}
+	return slices.Min(slices.Collect(maps.Keys(m.pending))), true
+}
+
 // Take removes the oldest pending window and returns it normalized, or nil
 // if none is pending. A later Add of a window at or before it fails with
 // [ErrLate]: the reports built from taken windows cannot change any more.
 func (m *Merger) Take() *metrics.Window {
-	if len(m.pending) == 0 {
+	start, ok := m.Oldest()
+	if !ok {
 		return nil
 	}
-	start := slices.Min(slices.Collect(maps.Keys(m.pending)))
 	p := m.pending[start]
 	delete(m.pending, start)
 	m.taken = start

@@ -17,72 +17,136 @@ var ErrOrder = errors.New("states out of window order")
 // MergeFiles merges the states of the state files paths window by window,
 // as `rocescope merge` does, and calls emit with each merged window in
 // time order as soon as no file can add to it: once every file delivered a
-// state of a later window or ended. Each file must hold its states in
-// window order, as a [Writer] writes them ([ErrOrder] otherwise). So it
-// reads the files as a k-way merge and holds one window being merged and a
-// few spare ones to decode into, however many windows and files there
-// are; between states it keeps no file open, only each file's name, the
-// offset and window of its next state. The window given to emit is lent
-// until emit returns. An error names the file and offset; the windows
-// before it were emitted. An empty file is an error, a file that does not
-// begin like a state file is refused before more of it is read, and ctx
-// stops every read.
+// state of a later window or ended. It reads the files with [Files], in
+// window order, so that it holds one window being merged and a few spare
+// ones to decode into, however many windows and files there are. The
+// window given to emit is lent until emit returns. An error names the file
+// and offset; the windows before it were emitted. An empty file is an
+// error, and ctx stops every read.
 func MergeFiles(ctx context.Context, paths []string, opts *ReadOptions, emit func(*metrics.Window) error) error {
-	var q inputs
-	for i, p := range paths {
-		in := &input{path: p, order: i}
-		if err := in.advance(ctx, opts, nil); err == io.EOF {
+	fs := NewFiles(opts)
+	for _, p := range paths {
+		if err := fs.Add(ctx, p, 0); err == io.EOF {
 			return fmt.Errorf("state: %s: no window state in the file: %w", p, metrics.ErrState)
 		} else if err != nil {
 			return err
 		}
-		q = append(q, in)
 	}
-	heap.Init(&q)
 	m := NewMerger()
-	for len(q) > 0 {
-		in := q[0]
+	for {
 		w := m.Spare()
-		switch err := in.advance(ctx, opts, w); {
-		case err == io.EOF:
-			heap.Pop(&q)
-		case err != nil:
-			return err
-		default:
-			heap.Fix(&q, 0)
+		path, _, err := fs.Next(ctx, w)
+		if err == io.EOF {
+			break
 		}
-		start := w.Start
-		if err := m.Add(in.path, w); err != nil {
+		if err != nil {
 			return err
 		}
-		for len(q) == 0 || q[0].next > start {
-			done := m.Take()
-			if done == nil {
+		if err := m.Add(path, w); err != nil {
+			return err
+		}
+		// Emit the windows no file can add to any more.
+		for {
+			oldest, ok := m.Oldest()
+			if head, more := fs.Head(); !ok || more && oldest >= head {
 				break
 			}
-			if err := emit(done); err != nil {
+			w := m.Take()
+			if err := emit(w); err != nil {
 				return err
 			}
-			m.Recycle(done)
+			m.Recycle(w)
 		}
 	}
 	return nil
 }
 
-// input is one file of a MergeFiles: where its next state begins and the
+// Files reads the states of several state files in window order, as a
+// k-way merge: each file must hold its states in window order, as a
+// [Writer] writes them ([ErrOrder] otherwise). Between calls it keeps no
+// file open, only each file's name and the offset and window of its next
+// state, so that it can read any number of files. The zero value is not
+// usable; call [NewFiles].
+type Files struct {
+	opts  ReadOptions
+	q     inputs
+	added int
+}
+
+// NewFiles returns a Files without files. With opts.Growing, a file that
+// ends inside a state (being written) counts as ending before it.
+func NewFiles(opts *ReadOptions) *Files {
+	fs := &Files{}
+	if opts != nil {
+		fs.opts = *opts
+	}
+	return fs
+}
+
+// Add adds the state file path, from offset off, which must be where a
+// state begins. It returns io.EOF, and adds nothing, when the file holds no
+// state from there; it refuses a file that does not begin like a state
+// file before reading more of it.
+func (fs *Files) Add(ctx context.Context, path string, off int64) error {
+	in := &input{path: path, order: fs.added, off: off}
+	if err := fs.advance(ctx, in, nil); err != nil {
+		return err
+	}
+	fs.added++
+	heap.Push(&fs.q, in)
+	return nil
+}
+
+// Head returns the window start of the next state Next decodes, and false
+// when no file is left: no state Next returns later is of an earlier
+// window.
+func (fs *Files) Head() (int64, bool) {
+	if len(fs.q) == 0 {
+		return 0, false
+	}
+	return fs.q[0].next, true
+}
+
+// Next decodes the state of the earliest window into w and returns its
+// file and the offset after that state. It returns io.EOF when every file
+// ended. An error names the file and offset; that file is dropped. With
+// ReadOptions.Growing, a file whose next state is not complete yet is
+// dropped without an error: add it again later from the offset after its
+// last state.
+func (fs *Files) Next(ctx context.Context, w *metrics.Window) (path string, off int64, err error) {
+	for len(fs.q) > 0 {
+		in := fs.q[0]
+		switch err := fs.advance(ctx, in, w); {
+		case err == nil:
+			heap.Fix(&fs.q, 0)
+			return in.path, in.off, nil
+		case err == io.EOF:
+			heap.Pop(&fs.q)
+			return in.path, in.off, nil
+		case fs.opts.Growing && errors.Is(err, io.ErrUnexpectedEOF):
+			heap.Pop(&fs.q) // still being written
+		default:
+			heap.Pop(&fs.q)
+			return "", 0, err
+		}
+	}
+	return "", 0, io.EOF
+}
+
+// input is one file of a Files: where its next state begins and the
 // window it holds.
 type input struct {
 	path  string
-	order int   // position among the paths, to break ties
+	order int   // position among the files added, to break ties
 	off   int64 // offset of the next state
 	next  int64 // window start of the next state
 }
 
-// advance decodes the next state of the file into w (with w nil, it only
-// finds it) and peeks at the one after, which must be of a later window. It
+// advance decodes the next state of in into w (with w nil, it only finds
+// it) and peeks at the one after, which must be of a later window. It
 // returns io.EOF, with w decoded, when that was the last state.
-func (in *input) advance(ctx context.Context, opts *ReadOptions, w *metrics.Window) error {
-	sr, err := Open(ctx, in.path, in.off, opts)
+func (fs *Files) advance(ctx context.Context, in *input, w *metrics.Window) error {
+	sr, err := Open(ctx, in.path, in.off, &fs.opts)
 	if err != nil {
 		return err
 	}
@@ -94,6 +158,9 @@ func (in *input) advance(ctx context.Context, opts *ReadOptions, w *metrics.Wind
 		in.off = sr.Offset()
 	}
 	next, err := sr.Peek()
+	if fs.opts.Growing && errors.Is(err, io.ErrUnexpectedEOF) {
+		return io.EOF // the rest is still being written
+	}
 	if err != nil {
 		return err
 	}

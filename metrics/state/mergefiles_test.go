@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -165,5 +166,66 @@ func TestMergeFilesStopsOnCancel(t *testing.T) {
 	err := MergeFiles(ctx, []string{path}, nil, func(*metrics.Window) error { return nil })
 	if !errors.Is(err, context.Canceled) || time.Since(start) > time.Second {
 		t.Errorf("%v after %v, want context.Canceled at once", err, time.Since(start))
+	}
+}
+
+// TestFilesGrowing reads a file while its second state is half written:
+// with Growing the file ends before that state, without an error, and
+// added again from the offset Next returned it delivers the state once
+// complete; without Growing the cut state is an error wrapping
+// io.ErrUnexpectedEOF. A file whose first state's header is cut is empty
+// for now.
+func TestFilesGrowing(t *testing.T) {
+	a, _ := hostPair(t)
+	dir := t.TempDir()
+	whole := filepath.Join(dir, "whole"+Ext)
+	writeStates(t, whole, "a", a, []int64{a.Start, a.Start + a.Length})
+	data, err := os.ReadFile(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := len(encodeWindow(t, a)) + 4
+	path := filepath.Join(dir, "growing"+Ext)
+	if err := os.WriteFile(path, data[:first+first/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	fs := NewFiles(&ReadOptions{Growing: true})
+	if err := fs.Add(ctx, path, 0); err != nil {
+		t.Fatal(err)
+	}
+	var w metrics.Window
+	if p, off, err := fs.Next(ctx, &w); p != path || off != int64(first) || err != nil || w.Start != a.Start {
+		t.Fatalf("first state: %s, offset %d, window %d, %v; want %s, %d, %d", p, off, w.Start, err, path, first, a.Start)
+	}
+	if _, _, err := fs.Next(ctx, &w); err != io.EOF {
+		t.Fatalf("half-written state: %v, want io.EOF", err)
+	}
+	strict := NewFiles(nil)
+	if err := strict.Add(ctx, path, int64(first)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := strict.Next(ctx, &w); !errors.Is(err, io.ErrUnexpectedEOF) || !errors.Is(err, metrics.ErrState) {
+		t.Fatalf("half-written state without Growing: %v, want io.ErrUnexpectedEOF", err)
+	}
+
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fs = NewFiles(&ReadOptions{Growing: true})
+	if err := fs.Add(ctx, path, int64(first)); err != nil {
+		t.Fatal(err)
+	}
+	if _, off, err := fs.Next(ctx, &w); off != int64(len(data)) || err != nil || w.Start != a.Start+a.Length {
+		t.Fatalf("completed state: offset %d, window %d, %v; want %d, %d", off, w.Start, err, len(data), a.Start+a.Length)
+	}
+
+	cut := filepath.Join(dir, "cut"+Ext)
+	if err := os.WriteFile(cut, data[:10], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewFiles(&ReadOptions{Growing: true}).Add(ctx, cut, 0); err != io.EOF {
+		t.Errorf("cut header with Growing: %v, want io.EOF", err)
 	}
 }
