@@ -10,10 +10,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rocescope/rocescope/internal/testfifo"
 	"github.com/rocescope/rocescope/metrics"
 )
 
@@ -132,7 +132,7 @@ func TestMergeFilesRefuses(t *testing.T) {
 		{"not a state file", func(p string) { os.WriteFile(p, bytes.Repeat([]byte("GIF89a"), 1000), 0o644) }, metrics.ErrState,
 			"state: %s: not a rocescope state file: invalid window state"},
 		{"fifo", func(p string) {
-			if err := syscall.Mkfifo(p, 0o644); err != nil {
+			if err := testfifo.Make(p); err != nil {
 				t.Skipf("mkfifo: %v", err)
 			}
 		}, ErrNotRegular, "state: %s: not a regular file (p---------)"},
