@@ -74,22 +74,28 @@ the directories once more, emits every pending window and exits with status
 					}
 				}
 				o.inputs = args
-				if *maxState < 0 {
+				if *maxState < 0 || fs.Changed("max-state-bytes") && *maxState == 0 {
 					return usagef("--max-state-bytes %d: want more than 0", *maxState)
 				}
 				m := &merger{opts: &o, e: e, expect: *hosts, timeout: *timeout, read: state.ReadOptions{MaxSketchBytes: *maxState, Growing: *follow}}
+				var err error
 				if !*follow {
 					for _, name := range []string{"hosts", "timeout", "poll"} {
 						if fs.Changed(name) {
 							return usagef("--%s needs --follow", name)
 						}
 					}
-					return m.once(ctx, args)
+					err = m.once(ctx, args)
+				} else {
+					if *timeout <= 0 || *poll <= 0 {
+						return usagef("--timeout %v and --poll %v: want more than 0", *timeout, *poll)
+					}
+					err = m.follow(ctx, args, *poll)
 				}
-				if *timeout <= 0 || *poll <= 0 {
-					return usagef("--timeout %v and --poll %v: want more than 0", *timeout, *poll)
+				if errors.Is(err, metrics.ErrStateSize) {
+					return fmt.Errorf("%w (see --max-state-bytes)", err)
 				}
-				return m.follow(ctx, args, *poll)
+				return err
 			}
 		},
 	}
@@ -181,11 +187,7 @@ func (m *merger) once(ctx context.Context, args []string) (err error) {
 	if len(files) == 0 {
 		return fmt.Errorf("no %s files in %s", state.Ext, strings.Join(args, ", "))
 	}
-	err = state.MergeFiles(ctx, files, &m.read, func(w *metrics.Window) error { return m.sink.Write(m.reporter.Build(w)) })
-	if errors.Is(err, metrics.ErrStateSize) {
-		return fmt.Errorf("%w (see --max-state-bytes)", err)
-	}
-	return err
+	return state.MergeFiles(ctx, files, &m.read, func(w *metrics.Window) error { return m.sink.Write(m.reporter.Build(w)) })
 }
 
 // follow merges states as they appear in the directories, and emits each

@@ -957,3 +957,15 @@ func TestHostChecked(t *testing.T) {
 		t.Errorf("%d files in the state directory, want none", len(ents))
 	}
 }
+
+// TestMergeMaxStateBytesFlag: --max-state-bytes takes a positive number of
+// bytes; 0 is its default (4 times the local window's sketches), not a
+// value to give.
+func TestMergeMaxStateBytesFlag(t *testing.T) {
+	for _, v := range []string{"0", "-1"} {
+		code, _, errOut := runInProcess(context.Background(), "merge", "--max-state-bytes", v, t.TempDir())
+		if want := fmt.Sprintf("--max-state-bytes %s: want more than 0", v); code != 2 || !strings.Contains(errOut, want) {
+			t.Errorf("--max-state-bytes %s: exit status %d, stderr %q; want 2 saying %q", v, code, errOut, want)
+		}
+	}
+}
