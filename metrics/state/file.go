@@ -141,7 +141,9 @@ type ReadOptions struct {
 	Growing bool
 }
 
-// Reader reads the window states of one state file in order.
+// Reader reads the window states of one state file in order. After an
+// error other than io.EOF it reads nothing more that makes sense: to read
+// again, open the file anew at Offset.
 type Reader struct {
 	name  string
 	r     io.Reader

@@ -10,8 +10,8 @@ import (
 	"github.com/rocescope/rocescope/metrics"
 )
 
-// ErrOrder is wrapped by [MergeFiles] for a file whose states are not in
-// window order.
+// ErrOrder is wrapped by [Files.Next] (and so by [MergeFiles]) for a file
+// whose states are not in window order.
 var ErrOrder = errors.New("states out of window order")
 
 // MergeFiles merges the states of the state files paths window by window,
