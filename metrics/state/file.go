@@ -152,7 +152,7 @@ type Reader struct {
 	opts  ReadOptions
 	head  [headLen]byte // the next state's length and header, read by Peek
 	nhead int           // bytes of head read
-	buf   bytes.Buffer  // the current state, reused
+	buf   *bytes.Buffer // the current state, reused
 }
 
 // headLen is what Peek reads of a state: the length, the magic and
@@ -165,7 +165,7 @@ const headLen = 4 + metrics.StateHeaderLen + 8
 // cost more than it saves); wrap r in a bufio.Reader to read many small
 // states from a slow source.
 func NewReader(r io.Reader, name string, opts *ReadOptions) *Reader {
-	sr := &Reader{name: name, r: r}
+	sr := &Reader{name: name, r: r, buf: new(bytes.Buffer)}
 	if opts != nil {
 		sr.opts = *opts
 	}
@@ -291,7 +291,7 @@ func (sr *Reader) Next(w *metrics.Window) error {
 	// possibly damaged length announces.
 	sr.buf.Reset()
 	sr.buf.Write(sr.head[4:])
-	if n, err := io.CopyN(&sr.buf, sr.r, size-int64(headLen-4)); err == io.EOF {
+	if n, err := io.CopyN(sr.buf, sr.r, size-int64(headLen-4)); err == io.EOF {
 		return sr.errorf("cut after %d of %d bytes: %w: %w", int64(headLen)+n, 4+size, io.ErrUnexpectedEOF, metrics.ErrState)
 	} else if err != nil {
 		return sr.errorf("%w", err)

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"container/heap"
 	"context"
 	"errors"
@@ -71,6 +72,7 @@ type Files struct {
 	opts  ReadOptions
 	q     inputs
 	added int
+	buf   bytes.Buffer // the Readers' state buffer, reused
 }
 
 // NewFiles returns a Files without files. With opts.Growing, a file that
@@ -151,6 +153,7 @@ func (fs *Files) advance(ctx context.Context, in *input, w *metrics.Window) erro
 		return err
 	}
 	defer sr.Close()
+	sr.buf = &fs.buf
 	if w != nil {
 		if err := sr.Next(w); err != nil {
 			return err
