@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"math/bits"
 	"slices"
+	"unsafe"
 
 	"github.com/rocescope/rocescope/decode"
 	"github.com/rocescope/rocescope/sketch"
@@ -41,6 +43,14 @@ const (
 
 // ErrState is wrapped by every error decoding a state.
 var ErrState = errors.New("invalid window state")
+
+// ErrNotState is wrapped, besides [ErrState], by the error for bytes that
+// do not begin with a state's magic.
+var ErrNotState = errors.New("not a rocescope window state")
+
+// ErrStateSize is wrapped, besides [ErrState], by the error for a state
+// whose sketches would take more memory than the decoder's limit.
+var ErrStateSize = errors.New("state too large")
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -161,18 +171,36 @@ type namedSketch struct {
 	name      string
 	append    func([]byte) ([]byte, error)
 	unmarshal func([]byte) error
+	bytes     func() int // MemoryBytes
 }
 
 func (w *Window) sketches() []namedSketch {
 	return []namedSketch{
-		{"distinct", w.Distinct.AppendBinary, w.Distinct.UnmarshalBinary},
-		{"flow_bytes", w.FlowBytes.AppendBinary, w.FlowBytes.UnmarshalBinary},
-		{"flow_packets", w.FlowPackets.AppendBinary, w.FlowPackets.UnmarshalBinary},
+		{"distinct", w.Distinct.AppendBinary, w.Distinct.UnmarshalBinary, w.Distinct.MemoryBytes},
+		{"flow_bytes", w.FlowBytes.AppendBinary, w.FlowBytes.UnmarshalBinary, w.FlowBytes.MemoryBytes},
+		{"flow_packets", w.FlowPackets.AppendBinary, w.FlowPackets.UnmarshalBinary, w.FlowPackets.MemoryBytes},
 		{"top", func(b []byte) ([]byte, error) { return w.Top.AppendBinary(b, FlowKey.appendBinary) },
-			func(d []byte) error { return w.Top.UnmarshalBinary(d, flowKeyLen, flowKeyFromBinary) }},
-		{"read_latency", w.ReadLatency.AppendBinary, w.ReadLatency.UnmarshalBinary},
-		{"ack_latency", w.AckLatency.AppendBinary, w.AckLatency.UnmarshalBinary},
+			func(d []byte) error { return w.Top.UnmarshalBinary(d, flowKeyLen, flowKeyFromBinary) }, w.Top.MemoryBytes},
+		{"read_latency", w.ReadLatency.AppendBinary, w.ReadLatency.UnmarshalBinary, w.ReadLatency.MemoryBytes},
+		{"ack_latency", w.AckLatency.AppendBinary, w.AckLatency.UnmarshalBinary, w.AckLatency.MemoryBytes},
 	}
+}
+
+// StateHeaderLen is the length of a state's header: its magic and version.
+const StateHeaderLen = len(stateMagic) + 1
+
+// CheckStateHeader checks the magic and version that begin a state: of a
+// state, or of its first StateHeaderLen bytes, so that a reader can refuse
+// something that is not a state before reading all of it.
+func CheckStateHeader(data []byte) error {
+	n := min(len(data), len(stateMagic))
+	if string(data[:n]) != stateMagic[:n] {
+		return fmt.Errorf("%w (bad magic): %w", ErrNotState, ErrState)
+	}
+	if len(data) > len(stateMagic) && data[len(stateMagic)] != stateVersion {
+		return fmt.Errorf("state version %d, this rocescope reads version %d: %w", data[len(stateMagic)], stateVersion, ErrState)
+	}
+	return nil
 }
 
 func appendString(b []byte, s string) []byte {
@@ -193,7 +221,7 @@ type stateReader struct {
 
 func (r *stateReader) fail(format string, a ...any) {
 	if r.err == nil {
-		r.err = fmt.Errorf("offset %d: %s: %w", r.off, fmt.Sprintf(format, a...), ErrState)
+		r.err = fmt.Errorf("byte %d: %w: %w", r.off, fmt.Errorf(format, a...), ErrState)
 	}
 }
 
@@ -280,36 +308,81 @@ func (r *stateReader) addr() decode.Addr {
 // UnmarshalBinary decodes a state written by [Window.AppendBinary] into w,
 // which gets sketches of the state's configuration. It checks the magic,
 // version and checksum before anything else, bounds every count by the
-// bytes left, rejects unknown counters, unsorted or repeated hosts and
-// trailing bytes, and on any error returns one wrapping [ErrState] and
-// leaves w unchanged.
-func (w *Window) UnmarshalBinary(data []byte) error { return w.decode(data, false) }
+// bytes left, rejects unknown counters, unsorted or repeated hosts,
+// sketches of another shape than the state declares and trailing bytes,
+// and on any error returns one wrapping [ErrState] and leaves w unchanged.
+// A state may declare sketches up to the sketch package's maxima (some
+// 325 MiB); decode states from untrusted sources with UnmarshalReusing and
+// a limit.
+func (w *Window) UnmarshalBinary(data []byte) error { return w.decode(data, false, 0) }
 
 // UnmarshalReusing is UnmarshalBinary decoding into the sketches and lists
 // w already holds when they have the state's shape, instead of allocating
-// new ones (megabytes per window); w is undefined after an error.
-func (w *Window) UnmarshalReusing(data []byte) error { return w.decode(data, true) }
+// new ones (megabytes per window); w is undefined after an error. A state
+// whose sketches would take more than maxSketchBytes bytes (see
+// [Config.SketchBytes]) is refused with [ErrStateSize] before they are
+// allocated; 0 means no limit but the sketch package's maxima.
+func (w *Window) UnmarshalReusing(data []byte, maxSketchBytes int64) error {
+	return w.decode(data, true, maxSketchBytes)
+}
+
+// SketchBytes returns the memory the sketches of one window of c take,
+// computed from their dimensions without allocating them: what decoding a
+// state of this configuration allocates at least.
+func (c *Config) SketchBytes() (int64, error) {
+	d, err := c.WithDefaults()
+	if err != nil {
+		return 0, err
+	}
+	return d.sketchConfig().bytes(), nil
+}
+
+// bytes returns the memory of the sketches of a window shaped by c, as
+// their MemoryBytes methods count it (TestSketchBytes holds the two
+// together), in int64 so that any dimensions a state declares fit.
+func (c sketchConfig) bytes() int64 {
+	lc := int64(c.DistinctBits)
+	if lc == 0 {
+		lc = sketch.DefaultLinearCountingBits
+	}
+	distinct := lc/8 + 1<<sketch.DefaultHLLPrecision
+	countMin := 8 * int64(c.CMDepth) * int64(c.CMWidth)
+	// A top-k holds at least 4 entries per flow it reports, in a
+	// power-of-two capacity; each entry is a hash, a count, an error and a
+	// key.
+	k := max(int64(c.TopKSize), 1)
+	capacity := max(sketch.DefaultTopKCapacity, int64(1)<<bits.Len64(uint64(4*k-1)))
+	topK := capacity * int64(3*8+unsafe.Sizeof(FlowKey{}))
+	return distinct + 2*countMin + topK + 2*int64(latencySketchBytes)
+}
+
+// latencySketchBytes is the memory of a latency sketch, whose shape is
+// fixed.
+var latencySketchBytes = func() int {
+	q, err := sketch.NewQuantile(sketch.QuantileConfig{})
+	if err != nil {
+		panic(fmt.Sprintf("metrics: default quantile sketch: %v", err))
+	}
+	return q.MemoryBytes()
+}()
 
 // decode is UnmarshalBinary. With reuse, it decodes into the sketches and
 // lists w already holds when they have the state's shape, instead of
 // allocating new ones (megabytes per window), and w is undefined after an
-// error.
-func (w *Window) decode(data []byte, reuse bool) error {
-	const minLen = len(stateMagic) + 1 + 4
-	if len(data) < minLen {
-		return fmt.Errorf("metrics: state of %d bytes is too short: %w", len(data), ErrState)
+// error. Its errors name no package: they read after the context of the
+// caller, which names the input ("state: FILE: state at offset N: ...").
+func (w *Window) decode(data []byte, reuse bool, maxSketchBytes int64) error {
+	if err := CheckStateHeader(data); err != nil {
+		return err
 	}
-	if string(data[:len(stateMagic)]) != stateMagic {
-		return fmt.Errorf("metrics: not a rocescope window state (bad magic): %w", ErrState)
-	}
-	if v := data[len(stateMagic)]; v != stateVersion {
-		return fmt.Errorf("metrics: state version %d, this rocescope reads version %d: %w", v, stateVersion, ErrState)
+	if len(data) < StateHeaderLen+4 {
+		return fmt.Errorf("%d bytes, too short for a state: %w", len(data), ErrState)
 	}
 	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
 	if got := crc32.Checksum(body, castagnoli); got != sum {
-		return fmt.Errorf("metrics: state checksum %08x, want %08x: %w", got, sum, ErrState)
+		return fmt.Errorf("checksum %08x, want %08x: %w", got, sum, ErrState)
 	}
-	r := &stateReader{b: body, off: len(stateMagic) + 1}
+	r := &stateReader{b: body, off: StateHeaderLen}
 	var x Window
 	if reuse {
 		x.Hosts, x.Flows, x.CM, x.order = w.Hosts[:0], w.Flows[:0], w.CM[:0], w.order
@@ -390,8 +463,12 @@ func (w *Window) decode(data []byte, reuse bool) error {
 	for range r.count(17 + 17 + 14) {
 		x.CM = append(x.CM, CMMessage{Src: r.addr(), Dst: r.addr(), AttrID: r.u16(), LocalCommID: r.u32(), RemoteCommID: r.u32(), LocalQPN: r.u32()})
 	}
+	if size := x.sketchConfig.bytes(); r.err == nil && maxSketchBytes > 0 && size > maxSketchBytes {
+		r.fail("sketches of %d bytes (%d distinct bits, count-min %d×%d, top-k %d), the limit is %d: %w",
+			size, x.sketchConfig.DistinctBits, x.sketchConfig.CMDepth, x.sketchConfig.CMWidth, x.sketchConfig.TopKSize, maxSketchBytes, ErrStateSize)
+	}
 	if r.err != nil {
-		return fmt.Errorf("metrics: state: %w", r.err)
+		return r.err
 	}
 	if reuse && w.Distinct != nil && w.sketchConfig == x.sketchConfig {
 		x.Distinct, x.FlowBytes, x.FlowPackets, x.Top, x.ReadLatency, x.AckLatency =
@@ -401,7 +478,7 @@ func (w *Window) decode(data []byte, reuse bool) error {
 			CMWidth: x.sketchConfig.CMWidth, TopKSize: x.sketchConfig.TopKSize}
 		fresh, err := newWindow(&cfg)
 		if err != nil {
-			return fmt.Errorf("metrics: state sketch configuration: %w: %w", err, ErrState)
+			return fmt.Errorf("sketch configuration: %w: %w", err, ErrState)
 		}
 		x.Distinct, x.FlowBytes, x.FlowPackets, x.Top, x.ReadLatency, x.AckLatency =
 			fresh.Distinct, fresh.FlowBytes, fresh.FlowPackets, fresh.Top, fresh.ReadLatency, fresh.AckLatency
@@ -418,8 +495,11 @@ func (w *Window) decode(data []byte, reuse bool) error {
 		if r.err != nil {
 			break
 		}
+		declared := s.bytes()
 		if err := s.unmarshal(enc); err != nil {
-			r.fail("%s sketch: %v", s.name, err)
+			r.fail("%s: %v", s.name, err)
+		} else if s.bytes() != declared {
+			r.fail("%s: sketch of another shape than the configuration declares", s.name)
 		}
 	}
 	// The latency sketches' shape is not part of the sketch
@@ -434,7 +514,7 @@ func (w *Window) decode(data []byte, reuse bool) error {
 		r.fail("%d trailing bytes", len(body)-r.off)
 	}
 	if r.err != nil {
-		return fmt.Errorf("metrics: state: %w", r.err)
+		return r.err
 	}
 	*w = x
 	return nil

@@ -2,13 +2,17 @@ package metrics
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
-	"github.com/rocescope/rocescope/internal/testframes"
+	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/testframes"
 )
 
 // addrEqual lets cmp compare decode.Addr, whose fields are unexported.
@@ -151,4 +155,86 @@ func FuzzWindowState(f *testing.F) {
 			t.Fatalf("accepted state does not encode back to its bytes")
 		}
 	})
+}
+
+// TestSketchBytes holds the sketch size computed from a configuration
+// together with what the sketches of such a window take.
+func TestSketchBytes(t *testing.T) {
+	for _, cfg := range []Config{
+		{},
+		{DistinctBits: 1 << 12, CMWidth: 256, TopKSize: 64},
+		{DistinctBits: 1 << 24, CMDepth: 8, CMWidth: 1 << 18, TopKSize: 5000},
+		{TopKSize: 1},
+	} {
+		d, err := cfg.WithDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := mustNewWindow(&d)
+		var want int64
+		for _, s := range w.sketches() {
+			want += int64(s.bytes())
+		}
+		if got, err := cfg.SketchBytes(); got != want || err != nil {
+			t.Errorf("%+v: SketchBytes %d, %v; the sketches take %d bytes", cfg, got, err, want)
+		}
+	}
+}
+
+// TestStateSizeLimit decodes a state whose sketches are larger than the
+// limit: it is refused with ErrStateSize, naming the sizes, before the
+// sketches are allocated; at the limit it decodes.
+func TestStateSizeLimit(t *testing.T) {
+	cfg := &Config{Workers: 1, Host: "h", CMWidth: 1 << 18}
+	w := runEngine(t, cfg, &testframes.Source{Frames: testframes.Trace().Frames, Per: 4})[0]
+	b := encodeWindow(t, w)
+	size, err := cfg.SketchBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err = new(Window).UnmarshalReusing(b, size-1)
+	runtime.ReadMemStats(&after)
+	want := fmt.Sprintf("sketches of %d bytes (0 distinct bits, count-min 4×262144, top-k 1024), the limit is %d: state too large: invalid window state", size, size-1)
+	if !errors.Is(err, ErrStateSize) || !errors.Is(err, ErrState) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("limit %d: %v, want ErrStateSize saying %q", size-1, err, want)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > uint64(len(b))+1<<16 {
+		t.Errorf("the refused decode allocated %d bytes, for a state of %d", n, len(b))
+	}
+	if err := new(Window).UnmarshalReusing(b, size); err != nil {
+		t.Errorf("limit %d, the state's size: %v", size, err)
+	}
+}
+
+// TestStateRefusesShapeMismatch: a state whose sketch encoding has another
+// shape than its declared configuration is refused, so that a merge with
+// it cannot fail half-way.
+func TestStateRefusesShapeMismatch(t *testing.T) {
+	w := runEngine(t, &Config{Workers: 1, Host: "h", CMWidth: 256}, &testframes.Source{Frames: testframes.Trace().Frames, Per: 4})[0]
+	w.sketchConfig.CMWidth = 512 // declared, while the sketches hold 256 columns
+	err := new(Window).UnmarshalBinary(encodeWindow(t, w))
+	if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "flow_bytes: sketch of another shape than the configuration declares") {
+		t.Errorf("%v, want ErrState for the flow_bytes sketch's shape", err)
+	}
+}
+
+// TestStateErrorsReadOnce: decode errors carry no package prefix of their
+// own, and a sketch's error names the sketch once.
+func TestStateErrorsReadOnce(t *testing.T) {
+	w := runEngine(t, &Config{Workers: 1, Host: "h"}, &testframes.Source{Frames: testframes.Trace().Frames, Per: 4})[0]
+	b := encodeWindow(t, w)
+	b[len(b)-1] ^= 1
+	sum := binary.BigEndian.Uint32(b[len(b)-4:])
+	got := new(Window).UnmarshalBinary(b)
+	if want := fmt.Sprintf("checksum %08x, want %08x: invalid window state", sum^1, sum); got == nil || got.Error() != want {
+		t.Errorf("flipped checksum: %v, want %q", got, want)
+	}
+	if got := new(Window).UnmarshalBinary([]byte("RSCOPEWS\x02")); got == nil || got.Error() != "state version 2, this rocescope reads version 1: invalid window state" {
+		t.Errorf("version 2: %v", got)
+	}
+	if got := new(Window).UnmarshalBinary([]byte("GIF89a....")); got == nil || got.Error() != "not a rocescope window state (bad magic): invalid window state" {
+		t.Errorf("not a state: %v", got)
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
@@ -130,7 +132,7 @@ func (o *reportOptions) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "worker goroutines (flows are sharded by connection)")
 	fs.IntVar(&o.tableSize, "table-size", metrics.DefaultTableSize, "QP table capacity in flows, from --workers to 268435456; flows beyond it are counted by the sketches only")
 	fs.BoolVar(&o.exact, "exact", false, "list every flow and print the sketches' measured error next to their estimates")
-	fs.StringVar(&o.host, "host", "", "host name written into reports and states (default: this machine's name)")
+	fs.StringVar(&o.host, "host", "", "host name written into reports and states: at most 128 bytes, printable, no spaces (default: this machine's name)")
 	fs.StringVar(&o.format, "format", "", "report format: jsonl, csv, table or html (a self-contained page of charts; needs -o FILE) (default: table on a terminal, jsonl otherwise)")
 	fs.StringVarP(&o.output, "output", "o", "-", "write reports to this file (- is standard output), or into ClickHouse: clickhouse://HOST:PORT/DATABASE")
 	fs.StringVar(&o.prometheus, "prometheus", "", "serve current totals on http://ADDR/metrics (\":9100\" binds 127.0.0.1:9100; give a host to bind elsewhere)")
@@ -182,6 +184,9 @@ func (o *reportOptions) check() error {
 	if _, err := o.config(false); err != nil {
 		return err
 	}
+	if err := checkHost(o.host); err != nil {
+		return err
+	}
 	switch o.format {
 	case "", "jsonl", "json", "csv", "table":
 		return nil
@@ -189,6 +194,23 @@ func (o *reportOptions) check() error {
 		return o.checkHTML()
 	}
 	return usagef("--format %q: want jsonl, csv, table or html", o.format)
+}
+
+// maxHost bounds the length of --host, which names state files.
+const maxHost = 128
+
+// checkHost validates --host: a name for reports and state files, of at
+// most maxHost bytes of printable characters other than spaces.
+func checkHost(h string) error {
+	if len(h) > maxHost {
+		return usagef("--host: %d bytes, want at most %d", len(h), maxHost)
+	}
+	for _, r := range h {
+		if !unicode.IsGraphic(r) || unicode.IsSpace(r) || r == utf8.RuneError {
+			return usagef("--host %q: want printable characters without spaces", h)
+		}
+	}
+	return nil
 }
 
 // sink opens the report output and returns the sink and a function that

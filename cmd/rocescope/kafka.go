@@ -22,13 +22,14 @@ type kafkaInput struct {
 
 var _ stateInput = (*kafkaInput)(nil)
 
-// runKafka merges the states of the topic url names.
-func (m *merger) runKafka(ctx context.Context, url, group string, follow bool, poll time.Duration) error {
+// runKafka merges the states of the topic url names, decoding them with
+// opts.
+func (m *merger) runKafka(ctx context.Context, url, group string, opts *state.ReadOptions, follow bool, poll time.Duration) error {
 	t, err := kafka.ParseURL(url)
 	if err != nil {
 		return usagef("%v", err)
 	}
-	c, err := kafka.NewConsumer(t, group)
+	c, err := kafka.NewConsumer(t, group, opts)
 	if err != nil {
 		return err
 	}

@@ -117,6 +117,11 @@ func TestKafkaMergeEqualsFiles(t *testing.T) {
 	if n := topicRecords(t, c, "states"); n <= int64(3*windows) {
 		t.Fatalf("%d records for %d windows of 3 hosts: the states were not split", n, windows)
 	}
+	// --max-state-bytes bounds the states of a topic as those of files.
+	code, _, errOut := runInProcess(context.Background(), "merge", "--group", "bounded", "--max-state-bytes", "1000", url)
+	if want := "the limit is 1000: state too large: invalid window state (see --max-state-bytes)"; code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("merge --max-state-bytes 1000 of the topic: exit status %d, stderr %q; want 1 saying %q", code, errOut, want)
+	}
 	got := mustRunInProcess(t, append(append([]string{"merge", "--exact", "--format", "jsonl"}, mergeRates...), url)...)
 	if got != want {
 		t.Errorf("merge of the topic differs from the merge of the files (-files +kafka):\n%s", cmp.Diff(want, got))
@@ -162,7 +167,7 @@ func produceStates(t *testing.T, url string, dirs []string, hosts []int, starts 
 				t.Fatal(err)
 			}
 			var w metrics.Window
-			err = state.NewReader(f, path).Next(&w)
+			err = state.NewReader(f, path, nil).Next(&w)
 			f.Close()
 			if err != nil {
 				t.Fatal(err)

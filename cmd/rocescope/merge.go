@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -33,18 +34,26 @@ reports replay would have written had one host seen everything. Top flows,
 elephants and jitter are recomputed on the merged state; each report lists
 the hosts that contributed.
 
-A STATE is a state file or a directory of per-window state files. States
-made with different sketch configurations or window lengths, damaged states
-and a host delivering the same window twice are errors naming the file.
+A STATE is a state file or a directory of per-window state files. Each
+file's states must be in window order, as replay and capture write them.
+Merge reads the files window by window and writes each window's report as
+soon as every file is past it, so that it holds one window at a time however
+many the files hold. States made with different sketch configurations or
+window lengths, damaged states, states out of window order, a host
+delivering the same window twice and files that are not regular files are
+errors naming the file; the reports of the windows before it are written.
+A state whose sketches would take more memory than --max-state-bytes is
+refused before it is decoded.
 
 With --follow, merge watches the directories and emits each window, in time
 order, once every host of --hosts (or every host seen so far) delivered it,
 or --timeout after the window's first state arrived. A state that arrives
-after its window was emitted is skipped with a warning. Each file is read
-once, when it appears: replay and capture write per-window files under a
-temporary name and rename them, so none is read half written. On interrupt
-merge reads the directories once more, emits every pending window and exits
-with status 0.
+after its window was emitted is skipped with a warning. Files are read as
+they grow: a state not yet complete (its length and checksum) is read again
+at the next poll, a file that vanishes is forgotten, and a file that is not
+a regular file (a FIFO) is skipped with a warning. On interrupt merge reads
+the directories once more, emits every pending window and exits with status
+0.
 
 A STATE may instead be one Kafka topic, kafka://BROKER[,BROKER...]/TOPIC,
 that "replay --state-out kafka://..." or "capture --state-out kafka://..."
@@ -73,6 +82,7 @@ against the previous window each merger reported.`,
 			timeout := fs.Duration("timeout", 10*time.Second, "with --follow: emit a window this long after its first state even if hosts are missing (--wait is the same flag)")
 			poll := fs.Duration("poll", 500*time.Millisecond, "with --follow: how often to look for new files (with kafka://, the longest wait for records)")
 			group := fs.String("group", kafka.DefaultGroup, "with a kafka:// input: the consumer group, whose members share the topic's partitions")
+			maxState := fs.Int64("max-state-bytes", 0, fmt.Sprintf("refuse a state whose sketches would take more memory than this many bytes (default 4 times a window's sketches in the local configuration: %d)", stateLimitFactor*defaultSketchBytes))
 			fs.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 				if name == "wait" {
 					name = "timeout" // --wait: the name the Kafka merge goes by
@@ -89,7 +99,9 @@ against the previous window each merger reported.`,
 					}
 				}
 				o.inputs = args
-				m := &merger{opts: &o, e: e, expect: *hosts, timeout: *timeout}
+				if *maxState < 0 || fs.Changed("max-state-bytes") && *maxState == 0 {
+					return usagef("--max-state-bytes %d: want more than 0", *maxState)
+				}
 				if !*follow {
 					for _, name := range []string{"hosts", "timeout", "poll"} {
 						if fs.Changed(name) {
@@ -99,23 +111,34 @@ against the previous window each merger reported.`,
 				} else if *timeout <= 0 || *poll <= 0 {
 					return usagef("--timeout %v and --poll %v: want more than 0", *timeout, *poll)
 				}
-				if slices.ContainsFunc(args, kafka.IsURL) {
+				read, err := o.stateLimit(*maxState)
+				if err != nil {
+					return err
+				}
+				m := &merger{opts: &o, e: e, expect: *hosts, timeout: *timeout}
+				switch {
+				case slices.ContainsFunc(args, kafka.IsURL):
 					if len(args) > 1 {
 						return usagef("a kafka:// input is merged alone, not with %d other inputs", len(args)-1)
 					}
-					return m.runKafka(ctx, args[0], *group, *follow, *poll)
-				}
-				if fs.Changed("group") {
+					err = m.runKafka(ctx, args[0], *group, &read, *follow, *poll)
+				case fs.Changed("group"):
 					return usagef("--group needs a kafka:// input")
-				}
-				if *follow {
-					for _, d := range args {
-						if st, err := os.Stat(d); err != nil || !st.IsDir() {
-							return usagef("--follow needs directories; %s is not one", d)
+				default:
+					if *follow {
+						for _, d := range args {
+							if st, err := os.Stat(d); err != nil || !st.IsDir() {
+								return usagef("--follow needs directories; %s is not one", d)
+							}
 						}
 					}
+					read.Growing = *follow
+					err = m.run(ctx, &fileInput{args: args, opts: read, follow: *follow, poll: *poll})
 				}
-				return m.run(ctx, &fileInput{args: args, follow: *follow, poll: *poll})
+				if errors.Is(err, metrics.ErrStateSize) {
+					return fmt.Errorf("%w (see --max-state-bytes)", err)
+				}
+				return err
 			}
 		},
 	}
@@ -134,6 +157,38 @@ var ignoredByMerge = []struct{ flag, why string }{
 	{"prometheus", "merge writes reports only"},
 	{"table-size", "the states carry their flows"},
 	{"progress", "merge shows no progress"},
+}
+
+// stateLimitFactor is how many times the sketches of a window of the local
+// configuration a state's may take by default.
+const stateLimitFactor = 4
+
+// defaultSketchBytes is the memory of a window's sketches with the
+// default configuration.
+var defaultSketchBytes = func() int64 {
+	n, err := new(metrics.Config).SketchBytes()
+	if err != nil {
+		panic(fmt.Sprintf("rocescope: sketches of the default configuration: %v", err))
+	}
+	return n
+}()
+
+// stateLimit returns the options that bound the states merge decodes:
+// maxSketchBytes (--max-state-bytes), or if 0, stateLimitFactor times a
+// window's sketches in the configuration of o.
+func (o *reportOptions) stateLimit(maxSketchBytes int64) (state.ReadOptions, error) {
+	if maxSketchBytes == 0 {
+		cfg, err := o.config(false)
+		if err != nil {
+			return state.ReadOptions{}, err
+		}
+		n, err := cfg.SketchBytes()
+		if err != nil {
+			return state.ReadOptions{}, usagef("%v", err)
+		}
+		maxSketchBytes = stateLimitFactor * n
+	}
+	return state.ReadOptions{MaxSketchBytes: maxSketchBytes}, nil
 }
 
 // merger merges window states into reports. One merge path serves every
@@ -158,7 +213,9 @@ type stateInput interface {
 	// Read hands the states that arrived since the last call to m.add,
 	// waiting at most until ctx is done or the poll interval passes, and
 	// says how far the input got. When ctx is done it returns what a last
-	// read found.
+	// read found. An input that reads in window order calls m.settled as
+	// it goes, so that the windows no state still to be read can add to
+	// are emitted before the next is read.
 	Read(ctx context.Context, m *merger) (inputState, error)
 	// Reported says that the reports of every window up to the one that
 	// starts at start are written out.
@@ -179,6 +236,8 @@ const (
 	inputEnd
 )
 
+// setup makes the reporter, the sink and an empty merge, and returns the
+// function that flushes and closes the sink.
 func (m *merger) setup() (func() error, error) {
 	cfg, err := m.opts.config(false)
 	if err != nil {
@@ -217,9 +276,7 @@ func (m *merger) run(ctx context.Context, in stateInput) (err error) {
 			return err
 		}
 		now := time.Now()
-		n, last, err := m.emit(func(s int64) bool {
-			return st == inputEnd || st == inputCurrent && (m.complete(s) || now.Sub(m.first[s]) >= m.timeout)
-		})
+		n, last, err := m.emit(func(s int64) bool { return m.ready(st, now, s) })
 		if err != nil {
 			return err
 		}
@@ -263,6 +320,7 @@ func (m *merger) add(src string, w *metrics.Window) error {
 	switch err := m.merged.Add(src, w); {
 	case errors.Is(err, state.ErrLate):
 		fmt.Fprintf(m.e.stderr, "rocescope merge: %v: reports up to a later window are out (raise --timeout); state skipped\n", err)
+		m.merged.Recycle(w)
 	case err != nil:
 		return err
 	default:
@@ -276,9 +334,29 @@ func (m *merger) add(src string, w *metrics.Window) error {
 	return nil
 }
 
+// ready returns whether the pending window that starts at start is done,
+// at now, for an input that got as far as st: every window once the input
+// ended, a window that every host delivered or that waited --timeout while
+// it is current, none while it is behind.
+func (m *merger) ready(st inputState, now time.Time, start int64) bool {
+	return st == inputEnd || st == inputCurrent && (m.complete(start) || now.Sub(m.first[start]) >= m.timeout)
+}
+
+// settled emits the pending windows that start before before and are
+// ready for an input that will have got as far as st once it read
+// everything it holds now: an input reading in window order calls it as
+// soon as it is past them, so that it holds few windows however many it
+// reads. The input is not told of these windows through Reported: it
+// emitted them.
+func (m *merger) settled(st inputState, before int64) error {
+	now := time.Now()
+	_, _, err := m.emit(func(s int64) bool { return s < before && m.ready(st, now, s) })
+	return err
+}
+
 // emit reports the pending windows in time order for as long as ready says
 // the oldest one is done, and returns how many it reported and the start
-// of the last.
+// of the last. It recycles the windows reported.
 func (m *merger) emit(ready func(start int64) bool) (n int, last int64, err error) {
 	for _, s := range m.merged.Pending() {
 		if !ready(s) {
@@ -289,30 +367,40 @@ func (m *merger) emit(ready func(start int64) bool) (n int, last int64, err erro
 		if err := m.sink.Write(m.reporter.Build(w)); err != nil {
 			return n, last, err
 		}
+		m.merged.Recycle(w)
 		n, last = n+1, s
 	}
 	return n, last, nil
 }
 
 // fileInput reads state files and directories: once, or, with follow,
-// again every poll interval.
+// again every poll interval, from where each file's states ended. It reads
+// the files in window order with state.Files, emitting each window as soon
+// as every file is past it, so that it holds few windows however many the
+// files hold.
 type fileInput struct {
-	args   []string
-	follow bool
-	poll   time.Duration
-	seen   map[string]bool // state files read
-	ticker *time.Ticker    // with follow, after the first read
+	args    []string
+	opts    state.ReadOptions
+	follow  bool
+	poll    time.Duration
+	offsets map[string]int64 // state files read: where their next state begins
+	refused map[string]bool  // files skipped with a warning
+	ticker  *time.Ticker     // with follow, after the first read
 }
 
 var _ stateInput = (*fileInput)(nil)
 
-// Read reads the state files not read yet. Without follow it reads them
-// all and returns inputEnd: nothing is written unless every state was read
-// and merged. With follow it waits for the next poll first (but for the
-// first read), and returns inputEnd once ctx is done.
+// Read reads the states not read yet. Without follow it reads them all and
+// returns inputEnd; an error stops it, after the reports of the windows
+// before the bad state. With follow it waits for the next poll first (but
+// for the first read) and reads what is new: a state not yet complete is
+// left for the next poll, a file that vanished is forgotten, and a file
+// that is not a regular file is skipped with a warning, once. Once ctx is
+// done it reads the directories a last time and returns inputEnd.
 func (in *fileInput) Read(ctx context.Context, m *merger) (inputState, error) {
-	if in.seen == nil {
-		in.seen = make(map[string]bool)
+	if in.offsets == nil {
+		in.offsets = make(map[string]int64)
+		in.refused = make(map[string]bool)
 	} else if in.follow {
 		if in.ticker == nil {
 			in.ticker = time.NewTicker(in.poll)
@@ -323,33 +411,97 @@ func (in *fileInput) Read(ctx context.Context, m *merger) (inputState, error) {
 		case <-in.ticker.C:
 		}
 	}
-	files, err := stateFiles(in.args)
-	if err != nil {
-		return 0, err
+	if !in.follow {
+		return inputEnd, in.pass(ctx, m, inputEnd)
 	}
-	if !in.follow && len(files) == 0 {
-		return 0, fmt.Errorf("no %s files in %s", state.Ext, strings.Join(in.args, ", "))
-	}
-	for _, f := range files {
-		if !in.follow {
-			if err := ctx.Err(); err != nil {
-				return 0, err
-			}
+	for {
+		// After an interrupt, the directories are read a last time
+		// without the context: only regular files are read, which do not
+		// block.
+		done := ctx.Err() != nil
+		rctx, st := ctx, inputCurrent
+		if done {
+			rctx, st = context.WithoutCancel(ctx), inputEnd
 		}
-		if !in.seen[f] {
-			if err := in.readFile(m, f); err != nil {
-				return 0, err
-			}
+		err := in.pass(rctx, m, st)
+		if !done && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			continue // interrupted while reading: read a last time
 		}
+		return st, err
 	}
-	if !in.follow || ctx.Err() != nil {
-		return inputEnd, nil
-	}
-	return inputCurrent, nil
 }
 
 // Reported does nothing: files are not acknowledged.
 func (in *fileInput) Reported(context.Context, int64) error { return nil }
+
+// pass reads what is new in the state files in window order, and has m
+// emit the windows ready for st that every file is past.
+func (in *fileInput) pass(ctx context.Context, m *merger, st inputState) error {
+	files, err := stateFiles(in.args)
+	if err != nil {
+		return err
+	}
+	if !in.follow && len(files) == 0 {
+		return fmt.Errorf("no %s files in %s", state.Ext, strings.Join(in.args, ", "))
+	}
+	for f := range in.offsets {
+		if _, found := slices.BinarySearch(files, f); !found {
+			delete(in.offsets, f) // gone (retention clean-up)
+		}
+	}
+	rd := state.NewFiles(&in.opts)
+	for _, f := range files {
+		off, read := in.offsets[f]
+		if read {
+			if fi, err := os.Stat(f); err == nil && fi.Size() == off {
+				continue // nothing new
+			}
+		}
+		switch err := rd.Add(ctx, f, off); {
+		case err == nil:
+			in.offsets[f] = off
+		case err == io.EOF && !in.follow:
+			return fmt.Errorf("%s: no window state in the file: %w", f, metrics.ErrState)
+		case err == io.EOF:
+			in.offsets[f] = off
+		case in.follow && errors.Is(err, fs.ErrNotExist):
+			// deleted since the listing, or a dangling symlink
+		case in.follow && errors.Is(err, state.ErrNotRegular):
+			if !in.refused[f] {
+				in.refused[f] = true
+				fmt.Fprintf(m.e.stderr, "rocescope merge: %v; skipped\n", err)
+			}
+		default:
+			return err
+		}
+	}
+	return rd.Drain(ctx, &fileDraining{in: in, m: m, st: st})
+}
+
+// fileDraining is where a pass of a fileInput drains its files: into the
+// merger, which emits each window once every file is past it.
+type fileDraining struct {
+	in *fileInput
+	m  *merger
+	st inputState // what the pass will return
+}
+
+var _ state.Draining = (*fileDraining)(nil)
+
+// Spare returns a window of the merger.
+func (d *fileDraining) Spare() *metrics.Window { return d.m.spare() }
+
+// Recycle gives w back to the merger.
+func (d *fileDraining) Recycle(w *metrics.Window) { d.m.merged.Recycle(w) }
+
+// Add notes where the next state of path begins and merges w.
+func (d *fileDraining) Add(path string, off int64, w *metrics.Window) error {
+	d.in.offsets[path] = off
+	return d.m.add(path, w)
+}
+
+// Settled emits the ready windows that start before before.
+func (d *fileDraining) Settled(before int64) error { return d.m.settled(d.st, before) }
 
 // stateFiles expands directories into their state files, in name order.
 func stateFiles(args []string) ([]string, error) {
@@ -375,34 +527,4 @@ func stateFiles(args []string) ([]string, error) {
 	}
 	slices.Sort(files)
 	return files, nil
-}
-
-// readFile merges every state of one file into the pending windows.
-func (in *fileInput) readFile(m *merger, path string) error {
-	in.seen[path] = true
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	sr := state.NewReader(f, path)
-	n := 0
-	for {
-		w := m.spare()
-		err := sr.Next(w)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		n++
-		if err := m.add(path, w); err != nil {
-			return err
-		}
-	}
-	if n == 0 {
-		return fmt.Errorf("%s: no window state in the file: %w", path, metrics.ErrState)
-	}
-	return nil
 }

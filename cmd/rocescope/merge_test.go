@@ -19,12 +19,15 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
 
 	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/capture/file"
 	"github.com/rocescope/rocescope/capture/synth"
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/testfifo"
 	"github.com/rocescope/rocescope/metrics"
+	"github.com/rocescope/rocescope/metrics/report"
 	"github.com/rocescope/rocescope/metrics/state"
 )
 
@@ -463,14 +466,14 @@ func TestStateOutDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	all := state.NewReader(f, single)
+	all := state.NewReader(f, single, nil)
 	for _, name := range got {
 		data, err := os.ReadFile(filepath.Join(states, name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		var w, fromFile metrics.Window
-		sr := state.NewReader(bytes.NewReader(data), name)
+		sr := state.NewReader(bytes.NewReader(data), name, nil)
 		if err := sr.Next(&w); err != nil {
 			t.Fatal(err)
 		}
@@ -553,45 +556,84 @@ func TestMergeRejectsBadInput(t *testing.T) {
 	}
 	mustRunInProcess(t, "replay", "--format", "jsonl", "--host", "b", "--window", "500ms", "--state-out", halfWindow, trace)
 
+	engineStates(t, filepath.Join(dir, "z", "big"), trace, &metrics.Config{Host: "b", Workers: 1, CMWidth: 1 << 19})
+	fifo := filepath.Join(dir, "z", "fifo", "x"+state.Ext)
+	if err := os.MkdirAll(filepath.Dir(fifo), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fifoErr := testfifo.Make(fifo)
+	second, err := os.ReadFile(goodFiles[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	reversed := write(append(bytes.Clone(second), first...))
+	size := func(dir string) int64 { // the sketch bytes of dir's states
+		var w metrics.Window
+		sr, err := state.Open(context.Background(), stateFilesIn(t, dir)[0], 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sr.Close()
+		if err := sr.Next(&w); err != nil {
+			t.Fatal(err)
+		}
+		return int64(w.Distinct.MemoryBytes() + w.FlowBytes.MemoryBytes() + w.FlowPackets.MemoryBytes() + w.Top.MemoryBytes() + w.ReadLatency.MemoryBytes() + w.AckLatency.MemoryBytes())
+	}
+	limit := 4 * size(good)
+
 	for _, tc := range []struct {
-		name string
-		args []string // the states to merge; default: the good directory, then file
-		file string   // the file the error must name
-		says string   // what it must say
+		name    string
+		args    []string // the states to merge; default: the good directory, then file
+		flags   []string
+		file    string // the file the error must name
+		says    string // what it must say
+		reports int    // of the windows before the one at fault
 	}{
-		{name: "truncated", file: edit(func(b []byte) []byte { return b[:len(b)-100] }), says: fmt.Sprintf("state at offset 0: %d of %d bytes", frame-100, frame)},
-		{name: "length cut", file: write(first[:3]), says: "length cut after 3 bytes"},
-		{name: "byte flipped", file: edit(func(b []byte) []byte { b[len(b)/2] ^= 1; return b }), says: "checksum"},
-		{name: "checksum flipped", file: edit(func(b []byte) []byte { b[len(b)-1] ^= 0x80; return b }), says: "checksum"},
-		{name: "length too large", file: edit(func(b []byte) []byte { binary.BigEndian.PutUint32(b, 1<<31+1); return b }), says: "too large"},
+		{name: "truncated", file: edit(func(b []byte) []byte { return b[:len(b)-100] }), says: fmt.Sprintf("state at offset 0: cut after %d of %d bytes: unexpected EOF: invalid window state", frame+4-100, frame+4)},
+		{name: "length cut", file: write(first[:3]), says: "state at offset 0: cut after 3 bytes: unexpected EOF: invalid window state"},
+		{name: "byte flipped", file: edit(func(b []byte) []byte { b[len(b)/2] ^= 1; return b }), says: "state at offset 0: checksum"},
+		{name: "checksum flipped", file: edit(func(b []byte) []byte { b[len(b)-1] ^= 0x80; return b }), says: "state at offset 0: checksum"},
+		{name: "length too large", file: edit(func(b []byte) []byte { binary.BigEndian.PutUint32(b, 1<<31+1); return b }),
+			says: "state at offset 0: length 2147483649 is not that of a state (17 to 2147483648 bytes): invalid window state"},
 		{name: "length short by one", file: edit(func(b []byte) []byte { binary.BigEndian.PutUint32(b, frame-1); return b }), says: "checksum"},
-		{name: "trailing bytes", args: []string{trailing}, file: trailing, says: fmt.Sprintf("state at offset %d: length cut after 2 bytes", 4+frame)},
-		{name: "version", file: edit(func(b []byte) []byte { b[4+8] = 9; return b }), says: "state version 9"},
-		{name: "not a state", file: write([]byte("\x00\x00\x00\x10GET / HTTP/1.1\r\n")), says: "bad magic"},
-		{name: "empty", file: write(nil), says: "no window state"},
+		{name: "trailing bytes", args: []string{trailing}, file: trailing, says: fmt.Sprintf("state at offset %d: cut after 2 bytes: unexpected EOF: invalid window state", 4+frame)},
+		{name: "version", file: edit(func(b []byte) []byte { b[4+8] = 9; return b }), says: "state at offset 0: state version 9, this rocescope reads version 1: invalid window state"},
+		{name: "not a state", file: write([]byte("\x00\x00\x00\x10GET / HTTP/1.1\r\n")), says: "rsstate: not a rocescope state file: invalid window state"},
+		{name: "not a state, long", file: write(bytes.Repeat([]byte("x"), 1<<20)), says: "rsstate: not a rocescope state file: invalid window state"},
+		{name: "empty", file: write(nil), says: "no window state in the file: invalid window state"},
+		{name: "out of order", args: []string{reversed}, file: reversed,
+			says: fmt.Sprintf("state at offset %d: window %s after window %s: states out of window order: invalid window state", len(second), strings.TrimSuffix(filepath.Base(goodFiles[0])[2:], state.Ext), strings.TrimSuffix(filepath.Base(goodFiles[1])[2:], state.Ext))},
+		{name: "fifo", args: []string{filepath.Dir(fifo)}, file: fifo, says: "not a regular file (p---------)"},
+		{name: "sketches too large", file: stateFilesIn(t, filepath.Join(dir, "z", "big"))[0], says: fmt.Sprintf("the limit is %d: state too large: invalid window state (see --max-state-bytes)", limit)},
+		{name: "sketches above --max-state-bytes", flags: []string{"--max-state-bytes", "1000"}, args: []string{good}, file: goodFiles[0], says: "the limit is 1000: state too large"},
 		{name: "count-min width", file: stateFilesIn(t, filepath.Join(dir, "z", "cmwidth"))[0], says: "sketch configuration"},
 		{name: "count-min depth", file: stateFilesIn(t, filepath.Join(dir, "z", "cmdepth"))[0], says: "sketch configuration"},
 		{name: "seed", file: stateFilesIn(t, filepath.Join(dir, "z", "seed"))[0], says: "sketch configuration"},
 		{name: "distinct bits", file: stateFilesIn(t, filepath.Join(dir, "z", "distinct"))[0], says: "sketch configuration"},
 		{name: "top-k size", file: stateFilesIn(t, filepath.Join(dir, "z", "topk"))[0], says: "sketch configuration"},
 		{name: "window length", file: stateFilesIn(t, halfWindow)[0], says: "length 500ms differs from 1s in " + goodFiles[0]},
-		{name: "same window twice", file: copied, says: "host a already delivered it in " + goodFiles[1]},
+		{name: "same window twice", file: copied, says: "host a already delivered it in " + goodFiles[1], reports: 1},
 		{name: "same host as file and directory", args: []string{good, single}, file: goodFiles[0], says: "host a already delivered it in " + single},
 		{name: "missing", file: filepath.Join(dir, "nothing-here"), says: "no such file"},
 		{name: "directory without states", args: []string{filepath.Join(dir, "z", "empty")}, file: filepath.Join(dir, "z", "empty"), says: "no .rsstate files"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.file == fifo && fifoErr != nil {
+				t.Skipf("mkfifo: %v", fifoErr)
+			}
 			states := tc.args
 			if states == nil {
 				states = []string{good, tc.file}
 			}
-			args := append([]string{"merge", "--format", "jsonl"}, states...)
-			code, out, errOut := runInProcess(context.Background(), args...)
+			args := slices.Concat([]string{"merge", "--format", "jsonl"}, tc.flags, states)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			code, out, errOut := runInProcess(ctx, args...)
 			if code != 1 || !strings.Contains(errOut, tc.file) || !strings.Contains(errOut, tc.says) {
 				t.Errorf("exit status %d, stderr %q; want 1 and an error naming %s that says %q", code, errOut, tc.file, tc.says)
 			}
-			if out != "" {
-				t.Errorf("a failed merge wrote reports:\n%.300s", out)
+			if n := strings.Count(out, "\n"); n != tc.reports {
+				t.Errorf("a failed merge wrote %d reports, want %d (those before the window at fault):\n%.300s", n, tc.reports, out)
 			}
 		})
 	}
@@ -793,6 +835,52 @@ func TestMergeFollow(t *testing.T) {
 		}
 	})
 
+	t.Run("written in place", func(t *testing.T) {
+		d := newDir(t)
+		f := follow(t, d, "--hosts", "hA,hB", "--timeout", "1h")
+		deliver(t, a[0], d)
+		// b[0] is written in place, in two parts with polls between
+		// them; a FIFO and a dangling symlink named like state files lie
+		// beside it.
+		data, err := os.ReadFile(b[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		inPlace := filepath.Join(d, filepath.Base(b[0]))
+		if err := os.WriteFile(inPlace, data[:len(data)/2], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fifo := filepath.Join(d, "pipe"+state.Ext)
+		if err := testfifo.Make(fifo); err != nil {
+			t.Skipf("mkfifo: %v", err)
+		}
+		if err := os.Symlink(filepath.Join(d, "gone"), filepath.Join(d, "dangling"+state.Ext)); err != nil {
+			t.Fatal(err)
+		}
+		quiet(t, f, 0)
+		w, err := os.OpenFile(inPlace, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(data[len(data)/2:]); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "window 0", func() bool { return len(f.stdout.lines()) == 1 })
+		if code := f.stop(); code != 0 {
+			t.Fatalf("exit status %d after cancel: %s", code, f.stderr.String())
+		}
+		if diff := cmp.Diff(once(t, a[0], b[0]), f.stdout.lines()); diff != "" {
+			t.Errorf("reports (-one-shot merge +follow):\n%s", diff)
+		}
+		want := fmt.Sprintf("rocescope merge: state: %s: not a regular file (p---------); skipped\n", fifo)
+		if got := f.stderr.String(); got != want {
+			t.Errorf("stderr %q, want %q", got, want)
+		}
+	})
+
 	t.Run("hosts seen", func(t *testing.T) {
 		d := newDir(t)
 		deliver(t, a[0], d)
@@ -837,5 +925,101 @@ func TestMergeWarnsAboutIgnoredFlags(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "nowhere")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("merge wrote --state-out: %v", err)
+	}
+}
+
+// TestHostChecked: replay and capture refuse a --host that cannot name
+// reports and state files as a usage error before reading any input, and
+// a --state-out directory whose file names the host makes too long fails
+// before the run, with no report written.
+func TestHostChecked(t *testing.T) {
+	dir := t.TempDir()
+	trace := smallTrace(t, dir)
+	states := filepath.Join(dir, "states")
+	long := strings.Repeat("h", 300)
+	for _, tc := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"replay", "--host", long, "--state-out", states, trace}, 2, "--host: 300 bytes, want at most 128"},
+		{[]string{"capture", "-i", "no-such-if0", "--host", long, "--state-out", states}, 2, "--host: 300 bytes, want at most 128"},
+		{[]string{"replay", "--host", "cap 1", trace}, 2, `--host "cap 1": want printable characters without spaces`},
+		{[]string{"replay", "--host", "cap\n1", trace}, 2, `--host "cap\n1": want printable characters without spaces`},
+		{[]string{"replay", "--host", "cap\xff", trace}, 2, `--host "cap\xff": want printable characters without spaces`},
+		// 128 bytes of '%' escape to a 384-byte file name.
+		{[]string{"replay", "--host", strings.Repeat("%", 128), "--state-out", states + "/", trace}, 1, "file name too long"},
+	} {
+		code, out, errOut := runInProcess(context.Background(), tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.says) || out != "" {
+			t.Errorf("%.60q: exit status %d, stderr %q, %d bytes of reports; want %d, saying %q, no report", tc.args, code, errOut, len(out), tc.code, tc.says)
+		}
+	}
+	if ents, _ := os.ReadDir(states); len(ents) != 0 {
+		t.Errorf("%d files in the state directory, want none", len(ents))
+	}
+}
+
+// TestMergeMaxStateBytesFlag: --max-state-bytes takes a positive number of
+// bytes; 0 is its default (4 times the local window's sketches), not a
+// value to give.
+func TestMergeMaxStateBytesFlag(t *testing.T) {
+	for _, v := range []string{"0", "-1"} {
+		code, _, errOut := runInProcess(context.Background(), "merge", "--max-state-bytes", v, t.TempDir())
+		if want := fmt.Sprintf("--max-state-bytes %s: want more than 0", v); code != 2 || !strings.Contains(errOut, want) {
+			t.Errorf("--max-state-bytes %s: exit status %d, stderr %q; want 2 saying %q", v, code, errOut, want)
+		}
+	}
+}
+
+// pendingSink records, at each report written, how many windows the merger
+// holds.
+type pendingSink struct {
+	m       *merger
+	reports int
+	most    int // most windows pending at a Write
+}
+
+func (s *pendingSink) Write(*report.Report) error {
+	s.reports++
+	s.most = max(s.most, len(s.m.merged.Pending()))
+	return nil
+}
+
+func (*pendingSink) Flush() error { return nil }
+
+// TestMergeFileInputStreams: the file input of the one merge loop emits
+// each window as soon as every file is past it, within the Read, so that a
+// merge of two hosts' files of 30 windows each never holds more than the
+// window being merged, whichever of the two transports' loops it runs in.
+func TestMergeFileInputStreams(t *testing.T) {
+	dir := t.TempDir()
+	trace, _ := genTrace(t, dir, "--duration", "30s")
+	var files []string
+	for _, h := range []string{"h1", "h2"} {
+		f := filepath.Join(dir, h+state.Ext)
+		mustRunInProcess(t, "replay", "--format", "jsonl", "--window", "1s", "--host", h, "--state-out", f, trace)
+		files = append(files, f)
+	}
+	var o reportOptions
+	o.bind(pflag.NewFlagSet("merge", pflag.ContinueOnError))
+	o.output = filepath.Join(dir, "unused.jsonl")
+	m := &merger{opts: &o, e: &env{stderr: io.Discard}}
+	closeSink, err := m.setup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeSink()
+	sink := &pendingSink{m: m}
+	m.sink = sink
+	in := &fileInput{args: files}
+	if st, err := in.Read(context.Background(), m); st != inputEnd || err != nil {
+		t.Fatalf("Read: %v, %v; want inputEnd, nil", st, err)
+	}
+	if sink.reports < 30 || sink.most > 1 {
+		t.Errorf("Read wrote %d reports, holding up to %d windows at a write; want at least 30, holding at most 1", sink.reports, sink.most)
+	}
+	if p := m.merged.Pending(); len(p) != 0 {
+		t.Errorf("windows %v pending after the Read; want every window emitted", p)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/rocescope/rocescope/capture"
@@ -25,7 +26,7 @@ import (
 // fuzzer gets through many.
 func stateFile(tb testing.TB) []byte {
 	tb.Helper()
-	cfg := &metrics.Config{Workers: 1, Host: "h", CMWidth: 256, DistinctBits: 1 << 12, TopKSize: 64, TableSize: 1 << 10}
+	cfg := &fuzzConfig
 	path := filepath.Join(tb.TempDir(), "states")
 	sw, err := NewWriter(path, cfg)
 	if err != nil {
@@ -46,23 +47,37 @@ func stateFile(tb testing.TB) []byte {
 	return data
 }
 
-// FuzzStateReader reads any bytes as a state file. The encoding of every
-// state Next returns must decode and encode to the same bytes (it need not
-// equal the input: a state written before a counter was added decodes, and
-// encodes with the new counter; the exact round trip of current states is
-// TestStateFileRoundTrip's). io.EOF must
-// come exactly at the end of the input; any other error must wrap ErrState
-// and name the file and the offset of the frame that failed.
+// fuzzConfig makes the states of stateFile.
+var fuzzConfig = metrics.Config{Workers: 1, Host: "h", CMWidth: 256, DistinctBits: 1 << 12, TopKSize: 64, TableSize: 1 << 10}
+
+// FuzzStateReader reads any bytes as a state file, with a sketch size
+// limit of twice the seeds' sketches. Peek must tell the window start of
+// the state Next then returns. The encoding of every state Next returns
+// must decode and encode to the same bytes (it need not equal the input: a
+// state written before a counter was added decodes, and encodes with the
+// new counter; the exact round trip of current states is
+// TestStateFileRoundTrip's). io.EOF must come exactly at the end of the
+// input; any other error must wrap ErrState and name the file and the
+// offset of the frame that failed ("not a rocescope state file" for a bad
+// magic at offset 0), and wrap io.ErrUnexpectedEOF exactly when the input
+// ends inside that state's frame.
 func FuzzStateReader(f *testing.F) {
 	data := stateFile(f)
 	f.Add(data)
 	f.Add(data[:len(data)-1])
 	f.Add(append(bytes.Clone(data), 0, 0, 0))
+	limit, err := fuzzConfig.SketchBytes()
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		sr := NewReader(bytes.NewReader(data), "fuzz.states")
+		sr := NewReader(bytes.NewReader(data), "fuzz.states", &ReadOptions{MaxSketchBytes: 2 * limit})
 		for off := 0; ; {
 			var w metrics.Window
-			err := sr.Next(&w)
+			start, err := sr.Peek()
+			if err == nil {
+				err = sr.Next(&w)
+			}
 			if err == io.EOF {
 				if off != len(data) {
 					t.Fatalf("io.EOF at offset %d of %d", off, len(data))
@@ -70,10 +85,30 @@ func FuzzStateReader(f *testing.F) {
 				return
 			}
 			if err != nil {
-				if !errors.Is(err, metrics.ErrState) || !strings.Contains(err.Error(), fmt.Sprintf("fuzz.states: state at offset %d:", off)) {
-					t.Fatalf("error %q does not wrap ErrState naming fuzz.states at offset %d", err, off)
+				named := fmt.Sprintf("fuzz.states: state at offset %d:", off)
+				header := func(n int) bool { // data holds a prefix of the first n bytes of a state's header at off
+					h := data[min(off+4, len(data)):min(off+4+n, len(data))]
+					return bytes.HasPrefix([]byte("RSCOPEWS\x01"[:n]), h)
+				}
+				if off == 0 && !header(8) {
+					named = "fuzz.states: not a rocescope state file"
+				}
+				if !errors.Is(err, metrics.ErrState) || !strings.Contains(err.Error(), named) {
+					t.Fatalf("error %q does not wrap ErrState saying %q", err, named)
+				}
+				rest := len(data) - off
+				cut := header(9) && (rest < headLen || rest < 4+int(binary.BigEndian.Uint32(data[off:])) && binary.BigEndian.Uint32(data[off:]) <= maxState)
+				if errors.Is(err, io.ErrUnexpectedEOF) != cut {
+					t.Fatalf("error %q: wraps io.ErrUnexpectedEOF %v, the input ends inside the state %v", err, !cut, cut)
 				}
 				return
+			}
+			if start != w.Start {
+				t.Fatalf("state at offset %d: Peek said window %d, Next decoded %d", off, start, w.Start)
+			}
+			if sz := int64(w.Distinct.MemoryBytes() + w.FlowBytes.MemoryBytes() + w.FlowPackets.MemoryBytes() +
+				w.Top.MemoryBytes() + w.ReadLatency.MemoryBytes() + w.AckLatency.MemoryBytes()); sz > 2*limit {
+				t.Fatalf("state at offset %d: sketches of %d bytes passed the limit %d", off, sz, 2*limit)
 			}
 			enc, err := w.AppendBinary(nil)
 			if err != nil {
@@ -89,6 +124,9 @@ func FuzzStateReader(f *testing.F) {
 				t.Fatalf("state at offset %d: the encoding is not a fixed point", off)
 			}
 			off += 4 + int(binary.BigEndian.Uint32(data[off:]))
+			if sr.Offset() != int64(off) {
+				t.Fatalf("Offset %d after the state, want %d", sr.Offset(), off)
+			}
 		}
 	})
 }
@@ -108,7 +146,7 @@ func TestStateReaderEveryPrefix(t *testing.T) {
 		t.Fatalf("the test trace makes %d windows, want several", len(ends))
 	}
 	for n := range len(data) + 1 {
-		sr := NewReader(bytes.NewReader(data[:n]), "cut")
+		sr := NewReader(bytes.NewReader(data[:n]), "cut", nil)
 		whole, start := 0, 0
 		for _, e := range ends {
 			if e <= n {
@@ -162,7 +200,7 @@ func TestStateWriterHostNames(t *testing.T) {
 			t.Fatalf("host %q: %v", h, err)
 		}
 		var got metrics.Window
-		if err := NewReader(bytes.NewReader(data), name).Next(&got); err != nil || len(got.Hosts) != 1 || got.Hosts[0] != h {
+		if err := NewReader(bytes.NewReader(data), name, nil).Next(&got); err != nil || len(got.Hosts) != 1 || got.Hosts[0] != h {
 			t.Errorf("%s holds hosts %q (%v), want [%q]", name, got.Hosts, err, h)
 		}
 	}
@@ -191,7 +229,7 @@ func TestStateFileRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	sr := NewReader(f, "states.bin")
+	sr := NewReader(f, "states.bin", nil)
 	for i := 0; ; i++ {
 		var w metrics.Window
 		err := sr.Next(&w)
@@ -215,7 +253,7 @@ func TestStateFileRoundTrip(t *testing.T) {
 	}
 	// A cut file is an error naming the file and the offset.
 	data, _ := os.ReadFile(filepath.Join(dir, "states.bin"))
-	sr = NewReader(bytes.NewReader(data[:len(data)-3]), "cut.bin")
+	sr = NewReader(bytes.NewReader(data[:len(data)-3]), "cut.bin", nil)
 	var w metrics.Window
 	for err = sr.Next(&w); err == nil; err = sr.Next(&w) {
 	}
@@ -257,7 +295,7 @@ func TestStateReaderReusesWindows(t *testing.T) {
 		file = binary.BigEndian.AppendUint32(file, uint32(len(b)))
 		file = append(file, b...)
 	}
-	sr := NewReader(bytes.NewReader(file), "reuse")
+	sr := NewReader(bytes.NewReader(file), "reuse", nil)
 	var w metrics.Window
 	var sketchesOf *sketch.CountMin
 	for i := range 4 {
@@ -271,5 +309,26 @@ func TestStateReaderReusesWindows(t *testing.T) {
 			t.Errorf("state %d: the sketches were not reused", i)
 		}
 		sketchesOf = w.FlowBytes
+	}
+}
+
+// TestStateWriterChecksNames: a writer into a directory fails at once, not
+// at its first window, when the host's file names cannot be created there,
+// and leaves no file behind when they can.
+func TestStateWriterChecksNames(t *testing.T) {
+	dir := t.TempDir()
+	_, err := NewWriter(dir, &metrics.Config{Host: strings.Repeat("h", 300)})
+	if !errors.Is(err, syscall.ENAMETOOLONG) || !strings.HasPrefix(err.Error(), "state: state output: open "+dir) {
+		t.Errorf("300-byte host: %v, want ENAMETOOLONG naming the file", err)
+	}
+	sw, err := NewWriter(dir, &metrics.Config{Host: strings.Repeat("h", 200)})
+	if err != nil {
+		t.Fatalf("200-byte host: %v", err)
+	}
+	if err := sw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("the directory holds %d files after the check, want none", len(ents))
 	}
 }

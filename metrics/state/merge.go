@@ -3,10 +3,11 @@ package state
 import (
 	"errors"
 	"fmt"
-	"github.com/rocescope/rocescope/metrics"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/rocescope/rocescope/metrics"
 )
 
 // Errors of [Merger.Add], besides [metrics.ErrMismatch] and [metrics.ErrState].
@@ -79,8 +80,8 @@ func (m *Merger) Add(src string, w *metrics.Window) error {
 	for _, h := range w.Hosts {
 		p.from[h] = src
 	}
-	if p.w != w && len(m.spare) < maxSpare {
-		m.spare = append(m.spare, w) // merged: its memory can serve again
+	if p.w != w {
+		m.Recycle(w) // merged: its memory can serve again
 	}
 	return nil
 }
@@ -88,9 +89,18 @@ func (m *Merger) Add(src string, w *metrics.Window) error {
 // maxSpare bounds the windows a Merger keeps to decode into.
 const maxSpare = 4
 
+// Recycle gives back a window Take returned, once the caller is done with
+// it, for Spare to hand out again.
+func (m *Merger) Recycle(w *metrics.Window) {
+	if len(m.spare) < maxSpare {
+		m.spare = append(m.spare, w)
+	}
+}
+
 // Spare returns a window to decode the next state into with a
-// [Reader]: one whose state an Add merged into another window (its
-// sketches are reused), or a new one. Its contents are undefined.
+// [Reader]: one whose state an Add merged into another window, or that was
+// recycled (its sketches are reused), or a new one. Its contents are
+// undefined.
 func (m *Merger) Spare() *metrics.Window {
 	if n := len(m.spare); n > 0 {
 		w := m.spare[n-1]
@@ -127,14 +137,23 @@ func (m *Merger) Has(start int64, host string) bool {
 	return ok
 }
 
+// Oldest returns the start of the oldest pending window, and false if none
+// is pending.
+func (m *Merger) Oldest() (int64, bool) {
+	if len(m.pending) == 0 {
+		return 0, false
+	}
+	return slices.Min(slices.Collect(maps.Keys(m.pending))), true
+}
+
 // Take removes the oldest pending window and returns it normalized, or nil
 // if none is pending. A later Add of a window at or before it fails with
 // [ErrLate]: the reports built from taken windows cannot change any more.
 func (m *Merger) Take() *metrics.Window {
-	if len(m.pending) == 0 {
+	start, ok := m.Oldest()
+	if !ok {
 		return nil
 	}
-	start := slices.Min(slices.Collect(maps.Keys(m.pending)))
 	p := m.pending[start]
 	delete(m.pending, start)
 	m.taken = start

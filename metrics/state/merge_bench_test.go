@@ -1,7 +1,6 @@
 package state
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -88,47 +87,40 @@ func benchHostStates(b *testing.B, hosts, windows, packets, flows int) ([][]byte
 }
 
 // BenchmarkMerge16Hosts60Windows measures what `rocescope merge` does with
-// a minute of states from 16 capture hosts: read 16 × 60 states from
-// memory (framing, checksum, decoding with fresh sketches), align them by
-// window start, merge each window's 16 states and normalize the 60 merged
-// windows. The states come from a synthetic trace of 1.2 M frames over
-// 20 000 connections (each host-window holds a few hundred flows and
-// default-sized sketches), encoded once before the timer. Reported: ns per
-// state, the encoded size of all states (state-MB) and its rate (MB/s), and
-// the allocations of one whole merge.
+// a minute of states from 16 capture hosts: MergeFiles over the hosts'
+// state files (framing, checksum, decoding into recycled windows), aligning
+// them by window start, merging each window's 16 states and normalizing
+// the 60 merged windows. The states come from a synthetic trace of 1.2 M
+// frames over 20 000 connections (each host-window holds a few hundred
+// flows and default-sized sketches), written to files once before the
+// timer. Reported: ns per state, the encoded size of all states (state-MB)
+// and its rate (MB/s), and the allocations of one whole merge.
 func BenchmarkMerge16Hosts60Windows(b *testing.B) {
 	const hosts, windows = 16, 60
 	files, names := benchHostStates(b, hosts, windows, 1_200_000, 20_000)
 	total := 0
-	for _, f := range files {
+	dir := b.TempDir()
+	paths := make([]string, hosts)
+	for h, f := range files {
 		total += len(f)
+		paths[h] = filepath.Join(dir, names[h]+Ext)
+		if err := os.WriteFile(paths[h], f, 0o644); err != nil {
+			b.Fatal(err)
+		}
 	}
 	b.SetBytes(int64(total))
 	b.ReportAllocs()
 	for b.Loop() {
-		m := NewMerger()
-		for h, data := range files {
-			sr := NewReader(bytes.NewReader(data), names[h])
-			for {
-				w := m.Spare()
-				err := sr.Next(w)
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := m.Add(names[h], w); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
 		n := 0
-		for w := m.Take(); w != nil; w = m.Take() {
+		err := MergeFiles(context.Background(), paths, nil, func(w *metrics.Window) error {
 			if len(w.Hosts) != hosts {
-				b.Fatalf("window %d merged from %d hosts, want %d", w.Start, len(w.Hosts), hosts)
+				return fmt.Errorf("window %d merged from %d hosts, want %d", w.Start, len(w.Hosts), hosts)
 			}
 			n++
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
 		}
 		if n != windows {
 			b.Fatalf("%d merged windows, want %d", n, windows)

@@ -61,7 +61,7 @@ func BenchmarkProduceConsume(b *testing.B) {
 	if err := p.Close(); err != nil {
 		b.Fatal(err)
 	}
-	cons, err := NewConsumer(target, "bench")
+	cons, err := NewConsumer(target, "bench", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

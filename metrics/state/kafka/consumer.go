@@ -141,13 +141,15 @@ type partial struct {
 	source string
 }
 
-// NewConsumer joins group (DefaultGroup if empty) to read t.
-func NewConsumer(t *Target, group string) (*Consumer, error) {
+// NewConsumer joins group (DefaultGroup if empty) to read t. opts bound
+// the states it decodes, as they bound a [state.Reader]'s (nil: the
+// defaults; Growing does not apply to records).
+func NewConsumer(t *Target, group string, opts *state.ReadOptions) (*Consumer, error) {
 	if group == "" {
 		group = DefaultGroup
 	}
 	c := &Consumer{target: t, group: group, owned: make(map[int32]*partition), frames: new(frameReader)}
-	c.states = state.NewReader(c.frames, t.Topic)
+	c.states = state.NewReader(c.frames, t.Topic, opts)
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(t.Brokers...),
 		kgo.ConsumeTopics(t.Topic),
