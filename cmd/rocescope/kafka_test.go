@@ -63,6 +63,29 @@ func topicRecords(t *testing.T, c *kfake.Cluster, topic string) int64 {
 	return n
 }
 
+// committed returns the offsets group has committed in topic, summed over
+// its partitions: once it equals topicRecords, every record is merged and
+// its report written.
+func committed(t *testing.T, c *kfake.Cluster, topic, group string) int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	offs, err := kadm.NewClient(cl).FetchOffsets(context.Background(), group)
+	if err != nil {
+		return -1 // not yet
+	}
+	var n int64
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == topic && o.Err == nil {
+			n += o.At
+		}
+	})
+	return n
+}
+
 // kafkaTrace is the trace of the Kafka tests: 8 windows, so that a topic
 // of 4 partitions spreads them and a merger can be stopped between two.
 func kafkaTrace() *synth.Config {
@@ -365,6 +388,12 @@ func TestKafkaMergeBrokerRestart(t *testing.T) {
 		"--hosts", "h0,h1,h2"}, mergeRates...), url)...)
 	produceStates(t, url, dirs, []int{0, 1, 2}, starts[:4])
 	waitFor(t, "the first 4 windows", func() bool { return len(m.stdout.lines()) == 4 })
+	// The broker goes away once the merger committed what it reported: a
+	// commit lost with the broker would have the window reported again,
+	// as after a crash between report and commit.
+	waitFor(t, "the commit of the first 4 windows", func() bool {
+		return committed(t, c, "fleet", kafka.DefaultGroup) == topicRecords(t, c, "fleet")
+	})
 	c.Close()
 	time.Sleep(500 * time.Millisecond) // the merger meets the closed port
 	start()
