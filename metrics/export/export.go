@@ -151,6 +151,7 @@ func AppendFlowJSON(b []byte, f *report.FlowReport) []byte {
 	o.bool("jitter", f.Jitter)
 	if f.Estimated {
 		o.bool("estimated", true)
+		o.uint("bytes_min", f.BytesMin)
 	}
 	for c := metrics.FlowCounter(0); c < metrics.FlowCounter(metrics.NumFlowCounters); c++ {
 		o.uint(c.String(), f.C[c])

@@ -41,6 +41,9 @@ type FlowReport struct {
 	Elephant  bool
 	Jitter    bool
 	Estimated bool // from the sketches only: the QP table could not hold the flow
+	// BytesMin is, for an estimated flow, the bytes it sent at least; its
+	// bytes and packets counters are then upper bounds.
+	BytesMin uint64
 }
 
 // LatencySummary is a latency distribution in ns.
@@ -442,15 +445,20 @@ func byBytes(a, b *metrics.FlowRecord) int {
 }
 
 // mergeEstimated completes the top list of a window whose QP tables
-// overflowed with the heavy hitters the sketch saw.
+// overflowed with the heavy hitters the sketch saw. Their figures are
+// bounds: bytes the smaller of the heavy-hitter and Count-Min estimates
+// (each never below the truth), BytesMin what the heavy-hitter table
+// guarantees, packets the Count-Min estimate.
 func (rp *Reporter) mergeEstimated(top []FlowReport, w *metrics.Window, secs float64) []FlowReport {
 	for _, e := range w.Top.Top(nil) {
 		if slices.ContainsFunc(top, func(f FlowReport) bool { return f.Key == e.Key }) {
 			continue
 		}
 		f := FlowReport{FlowRecord: metrics.FlowRecord{Key: e.Key}, Estimated: true}
-		f.C[metrics.FlowBytes] = e.Count
-		f.Rate = float64(e.Count) * 8 / secs
+		f.C[metrics.FlowBytes] = min(e.Count, w.FlowBytes.Estimate(e.Hash))
+		f.C[metrics.FlowPackets] = w.FlowPackets.Estimate(e.Hash)
+		f.BytesMin = min(e.Count-min(e.Error, e.Count), f.C[metrics.FlowBytes])
+		f.Rate = float64(f.C[metrics.FlowBytes]) * 8 / secs
 		f.Elephant = f.Rate >= rp.cfg.ElephantRate
 		top = append(top, f)
 	}
