@@ -25,6 +25,7 @@ type collector struct {
 // with one worker no flow record is copied), and what the readers counted.
 type part struct {
 	w        *Window // nil until a shard closes the window
+	from, to int64   // the covered part, from the readers
 	counters Counters
 	cm       []CMMessage
 }
@@ -84,6 +85,11 @@ func (c *collector) shardWindow(w *Window) {
 // readerWindow adds a reader's counters for a closed window.
 func (c *collector) readerWindow(rw *readerWindow) {
 	p := c.part(rw.index)
+	if p.from >= p.to {
+		p.from, p.to = rw.from, rw.to
+	} else {
+		p.from, p.to = min(p.from, rw.from), max(p.to, rw.to)
+	}
 	p.counters.Add(&rw.counters)
 	p.cm = append(p.cm, rw.cm...)
 }
@@ -115,6 +121,8 @@ func (c *collector) ready() {
 			w = c.pool.get(i)
 		}
 		w.Hosts = append(w.Hosts[:0], c.cfg.Host)
+		w.From, w.To = w.Start, w.Start
+		w.cover(p.from, p.to)
 		w.Counters.Add(&p.counters)
 		w.CM = append(w.CM, p.cm...)
 		*p = part{cm: p.cm[:0]}

@@ -489,3 +489,29 @@ func TestEngineTimeEdges(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineCoverage: the first and last windows of a replay cover only the
+// time between the trace's first and last frames, whatever the workers and
+// sources; the windows between are whole.
+func TestEngineCoverage(t *testing.T) {
+	tr := testframes.Trace()
+	first, last := tr.Frames[0].Time, tr.Frames[len(tr.Frames)-1].Time
+	parts := testframes.SplitByConnection(tr.Frames, 2)
+	for _, c := range []struct {
+		workers int
+		sources []capture.Source
+	}{
+		{1, []capture.Source{&testframes.Source{Frames: tr.Frames, Per: 3}}},
+		{2, []capture.Source{&testframes.Source{Frames: parts[0], Per: 2}, &testframes.Source{Frames: parts[1], Per: 5}}},
+	} {
+		wins := runEngine(t, &Config{Workers: c.workers, Host: "h"}, c.sources...)
+		if len(wins) != 2 {
+			t.Fatalf("%d windows, want 2", len(wins))
+		}
+		w0, w1 := wins[0], wins[1]
+		if w0.From != first || w0.To != w0.Start+w0.Length || w1.From != w1.Start || w1.To != last+1 {
+			t.Errorf("%d workers: covered %d-%d and %d-%d, want %d-%d and %d-%d", c.workers,
+				w0.From, w0.To, w1.From, w1.To, first, w0.Start+w0.Length, w1.Start, last+1)
+		}
+	}
+}

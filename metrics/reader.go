@@ -12,6 +12,7 @@ import (
 // needs no per-flow state.
 type readerWindow struct {
 	index    int64
+	from, to int64 // the part of the window the input covered, ns
 	counters Counters
 	cm       []CMMessage
 }
@@ -28,6 +29,7 @@ type reader struct {
 	lateness      int64
 	started       bool  // the clock is set: a frame arrived, or a live capture started
 	maxT          int64 // the clock: the newest frame time (or wall-clock time, live), when started
+	first         int64 // the clock when it was set: where the input's coverage begins
 	closeAt       int64 // maxT at which the oldest open window closes
 	high          int64 // newest window index opened
 	closedThrough int64 // every window ≤ this is closed
@@ -73,7 +75,7 @@ func newReader(cfg *Config, out output) *reader {
 // or not.
 func (r *reader) startLive(now int64) {
 	w := r.index(now)
-	r.started, r.maxT = true, now
+	r.started, r.maxT, r.first = true, now, now
 	r.high, r.closedThrough = w, w-1
 	r.closeAt = r.closeTime(w)
 }
@@ -321,7 +323,7 @@ func (r *reader) oldest() *readerWindow {
 // so that windows without frames are reported.
 func (r *reader) advance(t int64) {
 	if !r.started {
-		r.started = true
+		r.started, r.first = true, t
 		r.closeAt = r.closeTime(r.index(t))
 	}
 	r.maxT = t
@@ -363,13 +365,13 @@ func (r *reader) closeThrough(through int64) {
 			end = rw.index
 		}
 		for ; next < end; next++ {
-			r.closeWindow(&readerWindow{index: next})
+			r.closeWindow(&readerWindow{index: next}, through == allWindows)
 		}
 		if rw == nil {
 			break
 		}
 		r.open[rw.index&1] = nil
-		r.closeWindow(rw)
+		r.closeWindow(rw, through == allWindows)
 		next = max(next, rw.index+1)
 	}
 	r.closedThrough = max(r.closedThrough, through)
@@ -379,9 +381,17 @@ func (r *reader) closeThrough(through int64) {
 // maxIdleWindows bounds the empty windows one close reports.
 const maxIdleWindows = 1024
 
-// closeWindow adds what the source lost since the last close to rw and
-// hands it on.
-func (r *reader) closeWindow(rw *readerWindow) {
+// closeWindow adds what the source lost since the last close to rw, and
+// the part of it the input covered: from the input's first time, and, at
+// the end of the input (last), up to its newest time. It hands rw on.
+func (r *reader) closeWindow(rw *readerWindow, last bool) {
+	rw.from, rw.to = rw.index*r.winLen, rw.index*r.winLen+r.winLen // index ≤ maxIdx: no overflow
+	if r.started {
+		rw.from = min(max(rw.from, r.first), rw.to)
+		if last {
+			rw.to = max(min(rw.to, r.maxT+1), rw.from)
+		}
+	}
 	if r.stats != nil {
 		st := r.stats()
 		rw.counters[KernelDrops] += since(st.Dropped, r.last.Dropped)

@@ -38,7 +38,7 @@ import (
 // encode to equal bytes.
 const (
 	stateMagic   = "RSCOPEWS"
-	stateVersion = 1
+	stateVersion = 2 // 2: the covered part of the window
 )
 
 // ErrState is wrapped by every error decoding a state.
@@ -88,6 +88,9 @@ func (w *Window) AppendBinary(b []byte) ([]byte, error) {
 	b = append(b, stateVersion)
 	b = binary.BigEndian.AppendUint64(b, uint64(w.Start))
 	b = binary.BigEndian.AppendUint64(b, uint64(w.Length))
+	from, to := w.covered()
+	b = binary.AppendUvarint(b, uint64(from-w.Start))
+	b = binary.AppendUvarint(b, uint64(to-w.Start))
 	b = binary.AppendUvarint(b, uint64(len(w.Hosts)))
 	for _, h := range w.Hosts {
 		b = appendString(b, h)
@@ -392,6 +395,11 @@ func (w *Window) decode(data []byte, reuse bool, maxSketchBytes int64) error {
 	if r.err == nil && (x.Length <= 0 || x.Start%x.Length != 0) {
 		r.fail("window start %d is not a multiple of the length %d", x.Start, x.Length)
 	}
+	from, to := r.uvarint(), r.uvarint()
+	if r.err == nil && (from > to || to > uint64(x.Length)) {
+		r.fail("covered part %d-%d of a window of %d", from, to, x.Length)
+	}
+	x.From, x.To = x.Start+int64(from), x.Start+int64(to)
 	for range r.count(1) {
 		x.Hosts = append(x.Hosts, r.string())
 	}

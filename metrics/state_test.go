@@ -231,8 +231,8 @@ func TestStateErrorsReadOnce(t *testing.T) {
 	if want := fmt.Sprintf("checksum %08x, want %08x: invalid window state", sum^1, sum); got == nil || got.Error() != want {
 		t.Errorf("flipped checksum: %v, want %q", got, want)
 	}
-	if got := new(Window).UnmarshalBinary([]byte("RSCOPEWS\x02")); got == nil || got.Error() != "state version 2, this rocescope reads version 1: invalid window state" {
-		t.Errorf("version 2: %v", got)
+	if got := new(Window).UnmarshalBinary([]byte("RSCOPEWS\x03")); got == nil || got.Error() != "state version 3, this rocescope reads version 2: invalid window state" {
+		t.Errorf("version 3: %v", got)
 	}
 	if got := new(Window).UnmarshalBinary([]byte("GIF89a....")); got == nil || got.Error() != "not a rocescope window state (bad magic): invalid window state" {
 		t.Errorf("not a state: %v", got)

@@ -23,6 +23,10 @@ type Window struct {
 	Start  int64    // window start, ns since the Unix epoch, a multiple of Length
 	Length int64    // window length, ns
 	Hosts  []string // hosts whose state is in this window, sorted, no duplicates
+	// From and To bound the part of the window the input covered, ns:
+	// less than [Start, Start+Length) for the first and last windows of a
+	// capture or trace. Rates are computed over it.
+	From, To int64
 
 	Counters Counters
 	Flows    []FlowRecord // exact flow records; canonical (by flow hash, then key) after Normalize
@@ -107,6 +111,7 @@ func (w *Window) Seed() uint64 { return w.sketchConfig.Seed }
 // reset empties w for reuse as window start, keeping its memory.
 func (w *Window) reset(start, length int64) {
 	w.Start, w.Length = start, length
+	w.From, w.To = start, start
 	w.Hosts = w.Hosts[:0]
 	w.Counters = Counters{}
 	w.Flows = w.Flows[:0]
@@ -151,6 +156,7 @@ func (w *Window) merge(o *Window, disjoint bool) error {
 			return fmt.Errorf("metrics: merge window %d: %w", w.Start, err)
 		}
 	}
+	w.cover(o.From, o.To)
 	w.Counters.Add(&o.Counters)
 	w.Flows = append(w.Flows, o.Flows...)
 	w.CM = append(w.CM, o.CM...)
@@ -160,6 +166,34 @@ func (w *Window) merge(o *Window, disjoint bool) error {
 		}
 	}
 	return nil
+}
+
+// cover widens the window's covered part to include [from, to).
+func (w *Window) cover(from, to int64) {
+	if from >= to {
+		return
+	}
+	if w.From >= w.To {
+		w.From, w.To = from, to
+		return
+	}
+	w.From, w.To = min(w.From, from), max(w.To, to)
+}
+
+// covered returns From and To when they bound a part of the window, and
+// an empty part at Start otherwise (a window made by hand).
+func (w *Window) covered() (from, to int64) {
+	if w.Start <= w.From && w.From <= w.To && w.To-w.Start <= w.Length {
+		return w.From, w.To
+	}
+	return w.Start, w.Start
+}
+
+// Covered returns how much of the window the input covered, in ns: 0 when
+// that is not known.
+func (w *Window) Covered() int64 {
+	from, to := w.covered()
+	return to - from
 }
 
 // rankFlows feeds the exact flow records of a normalized window to its

@@ -31,6 +31,8 @@ func AppendJSON(b []byte, r *report.Report) []byte {
 	o := openObject(b)
 	o.int("window_start_ns", w.Start)
 	o.int("window_ns", w.Length)
+	o.int("covered_ns", w.Covered())
+	o.bool("partial", w.Covered() < w.Length)
 	o.string("window_start", time.Unix(0, w.Start).UTC().Format(time.RFC3339Nano))
 	o.string("host", strings.Join(w.Hosts, ","))
 	o.key("hosts")

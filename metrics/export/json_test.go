@@ -3,6 +3,7 @@ package export
 import (
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -62,16 +63,31 @@ func TestReportJSONContract(t *testing.T) {
 			t.Errorf("top flow %s (-want +got): %s", k, diff)
 		}
 	}
-	// Window 1: A→B sends two 4 KiB WRITEs, 8000+ bytes: 68 kb/s, an
-	// elephant at 50 kb/s; in window 0 it sent less, so its rate rose by
-	// more than the jitter rate of 10 kb/s.
-	ele := reports[1]["elephants"].([]any)
-	if len(ele) != 1 || ele[0].(map[string]any)["dqp"] != float64(0x200) {
-		t.Fatalf("window 1 elephants = %v, want the flow toward QP 0x200", ele)
+	// Both windows are partial: the trace starts 1 µs into window 0 and
+	// ends 2 µs into window 1, and rates are over the covered time.
+	for i, want := range []float64{1e9 - 1000, 2001} {
+		if got := reports[i]["covered_ns"]; got != want || reports[i]["partial"] != true {
+			t.Errorf("window %d covered_ns %v partial %v, want %v and true", i, got, reports[i]["partial"], want)
+		}
 	}
-	jit := reports[1]["jitter"].([]any)
-	if len(jit) != 1 || jit[0].(map[string]any)["dqp"] != float64(0x200) || jit[0].(map[string]any)["jitter"] != true {
-		t.Errorf("window 1 jitter = %v, want the flow toward QP 0x200", jit)
+	// Window 1: A→B sends two 4 KiB WRITEs (8340 bytes) and C→D a SEND
+	// (162 bytes) in 2001 ns: 33 Gb/s and 648 Mb/s, both elephants at
+	// 50 kb/s, and both jitter flows, as they sent at a few kb/s in window 0.
+	want := []struct {
+		dqp  float64
+		rate float64
+	}{{0x200, 8340 * 8 / 2001e-9}, {0x400, 162 * 8 / 2001e-9}}
+	for _, key := range []string{"elephants", "jitter"} {
+		l := reports[1][key].([]any)
+		if len(l) != len(want) {
+			t.Fatalf("window 1 %s = %v, want the flows toward QPs 0x200 and 0x400", key, l)
+		}
+		for i, w := range want {
+			f := l[i].(map[string]any)
+			if f["dqp"] != w.dqp || math.Abs(f["rate_bps"].(float64)-w.rate) > 1 || f[strings.TrimSuffix(key, "s")] != true {
+				t.Errorf("window 1 %s[%d] = dqp %v rate %v, want %v and %v", key, i, f["dqp"], f["rate_bps"], w.dqp, w.rate)
+			}
+		}
 	}
 }
 

@@ -58,9 +58,12 @@ func NewTable(w io.Writer, opts *TableOptions) *Table {
 func (t *Table) Write(r *report.Report) error {
 	w := r.Window
 	c := &w.Counters
-	secs := float64(w.Length) / 1e9
+	secs := report.Seconds(w)
 	t.buf = t.buf[:0]
 	head := []string{time.Unix(0, w.Start).UTC().Format(time.RFC3339Nano), time.Duration(w.Length).String()}
+	if cov := w.Covered(); cov > 0 && cov < w.Length {
+		head = append(head, "(partial: "+time.Duration(cov).Round(time.Microsecond).String()+" covered)")
+	}
 	for i, h := range w.Hosts { // one item each, so that many hosts wrap
 		if i == 0 {
 			h = "host " + h

@@ -221,7 +221,7 @@ func (rp *Reporter) Build(w *metrics.Window) *Report {
 	rp.learn(w)
 	r := &Report{Window: w, Flows: w.Distinct.Estimate()}
 	r.Exact = w.Counters[metrics.UntrackedPackets] == 0
-	secs := float64(w.Length) / 1e9
+	secs := Seconds(w)
 	idx := w.Index()
 	// A flow's rate is compared with the previous window's only when
 	// there is one: the first window of a run has no jitter.
@@ -286,6 +286,16 @@ func (rp *Reporter) Build(w *metrics.Window) *Report {
 	rp.prev, rp.cur = rp.cur, rp.prev
 	rp.prevIdx, rp.built = idx, true
 	return r
+}
+
+// Seconds returns the time rates in w are computed over: the part of the
+// window the input covered (less than the window for the first and last
+// windows of a capture), or the whole window when it covered none.
+func Seconds(w *metrics.Window) float64 {
+	if c := w.Covered(); c > 0 {
+		return float64(c) / 1e9
+	}
+	return float64(w.Length) / 1e9
 }
 
 // compareRate orders a previous window's flow against a record, in the

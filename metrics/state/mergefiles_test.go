@@ -28,7 +28,7 @@ func writeStates(t *testing.T, path, host string, w *metrics.Window, starts []in
 	c := *w
 	c.Hosts = []string{host}
 	for _, s := range starts {
-		c.Start = s
+		c.From, c.To, c.Start = c.From-c.Start+s, c.To-c.Start+s, s
 		if err := sw.Write(&c); err != nil {
 			t.Fatal(err)
 		}

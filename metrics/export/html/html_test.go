@@ -220,11 +220,15 @@ var maxSeries = []string{"gbps", "mpps", "flows", "elephants", "jitter",
 // windowFigure returns a max series' figure of one report line.
 func windowFigure(line map[string]any, name string) (float64, bool) {
 	num := func(k string) float64 { return line[k].(float64) }
+	ns := num("covered_ns") // rates are over the covered part
+	if ns == 0 {
+		ns = num("window_ns")
+	}
 	switch name {
 	case "gbps":
-		return num("bytes") * 8 / num("window_ns"), true
+		return num("bytes") * 8 / ns, true
 	case "mpps":
-		return num("packets") * 1e3 / num("window_ns"), true
+		return num("packets") * 1e3 / ns, true
 	case "elephants", "jitter":
 		return float64(len(line[name].([]any))), true
 	}

@@ -114,8 +114,9 @@ func windowOf(r *report.Report) window {
 		f.sum[sumPFCFramesBase+p], f.sum[sumPFCQuantaBase+p] = c.PFC(p)
 	}
 
-	f.max[maxGbps] = float64(c.Get(metrics.Bytes)) * 8 / float64(w.Length)
-	f.max[maxMpps] = float64(c.Get(metrics.Packets)) * 1e3 / float64(w.Length)
+	ns := report.Seconds(w) * 1e9 // the covered part of the window
+	f.max[maxGbps] = float64(c.Get(metrics.Bytes)) * 8 / ns
+	f.max[maxMpps] = float64(c.Get(metrics.Packets)) * 1e3 / ns
 	f.min[minGbps], f.min[minMpps] = f.max[maxGbps], f.max[maxMpps]
 	f.max[maxFlows] = math.Round(r.Flows.Value)
 	f.max[maxElephants] = float64(len(r.Elephants))
