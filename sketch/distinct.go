@@ -233,6 +233,7 @@ func (d *Distinct) UnmarshalBinary(data []byte) error {
 	}
 	d.lc.words = fillWords(bitmap, d.lc.words, 1<<(log2-6))
 	d.lc.log2, d.lc.seed, d.lc.dirty = log2, seed, true
+	d.lc.recount()
 	d.hll, d.p = hll, p
 	d.zmin = switchZeros(1<<log2, p)
 	return nil

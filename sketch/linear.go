@@ -59,6 +59,12 @@ type LinearCounting struct {
 	log2  uint8    // log2 of the number of bits
 	dirty bool     // set by every write since the last Reset; see Reset
 	seed  uint64
+	ones  int      // bits set, so that Zeros costs O(1)
+	// touched holds the words whose first bit Insert set since the last
+	// Reset, while there are few (nt ≤ len(touched)), so that Reset clears
+	// only those: a window with a handful of flows must not clear 512 KiB.
+	touched [16]uint32
+	nt      int
 }
 
 // NewLinearCounting returns an empty sketch shaped by cfg.
@@ -84,15 +90,33 @@ func (l *LinearCounting) init(cfg LinearCountingConfig) error {
 	}
 	l.log2 = uint8(bits.TrailingZeros(uint(cfg.Bits)))
 	l.words = make([]uint64, cfg.Bits/64)
-	l.seed, l.dirty = cfg.Seed, false
+	l.seed, l.dirty, l.ones, l.nt = cfg.Seed, false, 0, 0
 	return nil
 }
 
 // Insert adds the hash h. It does not allocate.
 func (l *LinearCounting) Insert(h uint64) {
 	i := h >> (64 - l.log2)
-	l.words[i>>6] |= 1 << (i & 63)
+	w := &l.words[i>>6]
+	if m := uint64(1) << (i & 63); *w&m == 0 {
+		*w |= m
+		l.ones++
+		if l.nt < len(l.touched) {
+			l.touched[l.nt] = uint32(i >> 6)
+		}
+		l.nt++
+	}
 	l.dirty = true
+}
+
+// recount sets the count of set bits from the bitmap, after a write that
+// did not go through Insert; Reset then clears the whole bitmap.
+func (l *LinearCounting) recount() {
+	l.ones = 0
+	for _, w := range l.words {
+		l.ones += bits.OnesCount64(w)
+	}
+	l.nt = len(l.touched) + 1
 }
 
 // Bits returns the bitmap size.
@@ -102,11 +126,7 @@ func (l *LinearCounting) Bits() int {
 
 // Zeros returns the number of bits still zero.
 func (l *LinearCounting) Zeros() int {
-	ones := 0
-	for _, w := range l.words {
-		ones += bits.OnesCount64(w)
-	}
-	return len(l.words)*64 - ones
+	return len(l.words)*64 - l.ones
 }
 
 // Estimate returns the Linear Counting estimate and its standard error.
@@ -154,6 +174,7 @@ func (l *LinearCounting) Merge(o *LinearCounting) error {
 	for i, w := range o.words {
 		l.words[i] |= w
 	}
+	l.recount()
 	return nil
 }
 
@@ -175,8 +196,14 @@ func (l *LinearCounting) Reset() {
 	if !l.dirty {
 		return
 	}
-	clear(l.words)
-	l.dirty = false
+	if l.nt <= len(l.touched) {
+		for _, k := range l.touched[:l.nt] {
+			l.words[k] = 0
+		}
+	} else {
+		clear(l.words)
+	}
+	l.ones, l.nt, l.dirty = 0, 0, false
 }
 
 // Clone returns a deep copy of l.
@@ -225,6 +252,7 @@ func (l *LinearCounting) UnmarshalBinary(data []byte) error {
 	}
 	l.words = fillWords(body, l.words, 1<<(log2-6))
 	l.log2, l.seed, l.dirty = log2, seed, true
+	l.recount()
 	return nil
 }
 

@@ -2,6 +2,7 @@ package sketch
 
 import (
 	"bytes"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -260,5 +261,48 @@ func TestCountMinBlocks(t *testing.T) {
 				t.Errorf("%s: blocks marked after Reset", name)
 			}
 		}
+	}
+}
+
+// TestLinearCountingCountsAndClears checks the running count of set bits
+// against a popcount of the bitmap, and that Reset leaves every word zero
+// both when it clears only the words Insert touched (few inserts) and when
+// it clears the whole bitmap (many, or a merge).
+func TestLinearCountingCountsAndClears(t *testing.T) {
+	l, err := NewLinearCounting(LinearCountingConfig{Bits: 1 << 16, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	popcount := func() (n int) {
+		for _, w := range l.words {
+			n += bits.OnesCount64(w)
+		}
+		return n
+	}
+	for _, inserts := range []int{1, 5, len(l.touched), len(l.touched) + 1, 5000} {
+		for i := range inserts {
+			l.Insert(Hash(3, []byte{byte(i), byte(i >> 8), 7}))
+			l.Insert(Hash(3, []byte{byte(i), byte(i >> 8), 7})) // again: no new bit
+		}
+		if z := l.Zeros(); z != l.Bits()-popcount() {
+			t.Errorf("%d inserts: Zeros %d, the bitmap has %d", inserts, z, l.Bits()-popcount())
+		}
+		l.Reset()
+		if n := popcount(); n != 0 || l.Zeros() != l.Bits() {
+			t.Errorf("%d inserts: %d bits left after Reset, Zeros %d", inserts, n, l.Zeros())
+		}
+	}
+	o, _ := NewLinearCounting(LinearCountingConfig{Bits: 1 << 16, Seed: 3})
+	o.Insert(Hash(3, []byte("a")))
+	l.Insert(Hash(3, []byte("b")))
+	if err := l.Merge(o); err != nil {
+		t.Fatal(err)
+	}
+	if l.Zeros() != l.Bits()-popcount() || popcount() != 2 {
+		t.Errorf("after a merge: Zeros %d, %d bits set, want 2", l.Zeros(), popcount())
+	}
+	l.Reset()
+	if popcount() != 0 {
+		t.Error("bits left after resetting a merged bitmap")
 	}
 }
