@@ -59,7 +59,7 @@ type LinearCounting struct {
 	log2  uint8    // log2 of the number of bits
 	dirty bool     // set by every write since the last Reset; see Reset
 	seed  uint64
-	ones  int      // bits set, so that Zeros costs O(1)
+	ones  int // bits set, so that Zeros costs O(1)
 	// touched holds the words whose first bit Insert set since the last
 	// Reset, while there are few (nt ≤ len(touched)), so that Reset clears
 	// only those: a window with a handful of flows must not clear 512 KiB.
