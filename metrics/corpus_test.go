@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"github.com/rocescope/rocescope/internal/tsharktest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -30,15 +30,13 @@ func corpusDir() string {
 // in path: the independent reference for the engine's opcode histogram.
 func tsharkOpcodes(t *testing.T, path string) map[int]uint64 {
 	t.Helper()
-	cmd := exec.Command("tshark", "-n", "-r", path, "--disable-protocol", "rpcordma", "--disable-protocol", "nvme-rdma",
+	out, err := tsharktest.Run(t, path, "-n", "--disable-protocol", "rpcordma", "--disable-protocol", "nvme-rdma",
 		"--disable-protocol", "tftp", "-T", "fields", "-E", "occurrence=f", "-e", "infiniband.bth.opcode")
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("tshark %s: %v: %s", path, err, stderr.String())
+	if err != nil {
+		t.Fatalf("tshark %s: %v", path, err)
 	}
 	counts := map[int]uint64{}
-	sc := bufio.NewScanner(&out)
+	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		if s := strings.TrimSpace(sc.Text()); s != "" {
 			op, err := strconv.ParseInt(s, 0, 32)
@@ -55,9 +53,7 @@ func tsharkOpcodes(t *testing.T, path string) map[int]uint64 {
 // corpus through the engine and compares the opcode histogram, summed over
 // windows, with tshark's; it also checks that every frame is accounted for.
 func TestReplayCorpusOpcodesMatchTshark(t *testing.T) {
-	if _, err := exec.LookPath("tshark"); err != nil {
-		t.Skip("tshark not installed")
-	}
+	tsharktest.Require(t)
 	paths, _ := filepath.Glob(filepath.Join(corpusDir(), "*", "*.pcap"))
 	if len(paths) == 0 {
 		t.Skipf("no captures under %s", corpusDir())

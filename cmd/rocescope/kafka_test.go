@@ -214,6 +214,9 @@ func produceStates(t *testing.T, url string, dirs []string, hosts []int, starts 
 // flow's prev_rate_bps and jitter flag) when the merger that reported it did not report the
 // window just before.
 func TestKafkaMergeGroupRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two mergers and a restart take seconds: not with -short (CI runs it)")
+	}
 	dir := t.TempDir()
 	parts, _ := writeSplitTrace(t, dir, kafkaTrace(), 3, byConnection(3))
 	dirs, _ := splitRun(t, dir, parts)

@@ -26,6 +26,9 @@ var binaries = [][]string{
 // It skips the test when no server is installed.
 func Start(tb testing.TB) string {
 	tb.Helper()
+	if testing.Short() {
+		tb.Skip("starts a clickhouse-server: not with -short (CI runs it)")
+	}
 	var cmd []string
 	for _, b := range binaries {
 		if p, err := exec.LookPath(b[0]); err == nil {
