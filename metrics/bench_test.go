@@ -15,12 +15,8 @@ import (
 	"github.com/rocescope/rocescope/decode"
 )
 
-// Opcodes and PSN arithmetic of the benchmark traffic.
-const (
-	opWriteMiddle decode.Opcode = 0x07
-	opAck         decode.Opcode = 0x11
-	psnMask                     = 1<<24 - 1
-)
+// psnMask keeps PSNs to their 24 bits.
+const psnMask = 1<<24 - 1
 
 // benchFrames makes n frames of WRITE traffic over the given number of
 // connections, one frame every gap ns, each cut to 128 bytes as a mirror
@@ -35,9 +31,9 @@ func benchFrames(n, conns int, gap int64) []capture.Frame {
 		c := rng.IntN(conns)
 		src := [4]byte{10, byte(c >> 16), byte(c >> 8), byte(c)}
 		dst := [4]byte{11, byte(c >> 16), byte(c >> 8), byte(c)}
-		f := testframes.RoCE{Src: src, Dst: dst, Sport: uint16(49152 + c), Op: opWriteMiddle, DQP: uint32(c + 1000), PSN: psn[c], Payload: 1024}
+		f := testframes.RoCE{Src: src, Dst: dst, Sport: uint16(49152 + c), Op: testframes.OpWriteMiddle, DQP: uint32(c + 1000), PSN: psn[c], Payload: 1024}
 		if i%8 == 7 {
-			f = testframes.RoCE{Src: dst, Dst: src, Sport: uint16(49152 + c), Op: opAck, DQP: uint32(c + 5000), PSN: psn[c] - 1, Ext: testframes.AETH(0x1f, psn[c])}
+			f = testframes.RoCE{Src: dst, Dst: src, Sport: uint16(49152 + c), Op: testframes.OpAck, DQP: uint32(c + 5000), PSN: psn[c] - 1, Ext: testframes.AETH(0x1f, psn[c])}
 		} else {
 			psn[c] = (psn[c] + 1) & psnMask
 		}

@@ -354,7 +354,7 @@ func TestEngineTimeJumps(t *testing.T) {
 // fragment (MF set) and a later fragment (offset 185×8) of an IPv4 packet:
 // the fragments are counted as fragments and other, not as RoCE.
 func TestEngineCountsFragments(t *testing.T) {
-	whole := testframes.RoCE{Src: [4]byte{10, 0, 0, 1}, Dst: [4]byte{10, 0, 0, 2}, Sport: 49152, Op: opWriteOnly, DQP: 5, Ext: testframes.RETH(64), Payload: 64}.Bytes()
+	whole := testframes.RoCE{Src: [4]byte{10, 0, 0, 1}, Dst: [4]byte{10, 0, 0, 2}, Sport: 49152, Op: testframes.OpWriteOnly, DQP: 5, Ext: testframes.RETH(64), Payload: 64}.Bytes()
 	first := bytes.Clone(whole)
 	first[14+6] = 0x20 // MF
 	later := bytes.Clone(whole)

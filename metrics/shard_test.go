@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"github.com/rocescope/rocescope/internal/testframes"
 	"slices"
 	"testing"
 	"time"
@@ -80,19 +81,6 @@ func (h *shardHarness) flow(w *Window, src, dst decode.Addr, dqp uint32) *FlowRe
 	return nil
 }
 
-// Opcodes used below (IBTA RC numbering).
-const (
-	opWriteFirst  decode.Opcode = 0x06
-	opWriteMiddle decode.Opcode = 0x07
-	opWriteLast   decode.Opcode = 0x08
-	opWriteOnly   decode.Opcode = 0x0a
-	opReadRequest decode.Opcode = 0x0c
-	opReadFirst   decode.Opcode = 0x0d
-	opReadOnly    decode.Opcode = 0x10
-	opAck         decode.Opcode = 0x11
-	opCNP         decode.Opcode = 0x81
-)
-
 func TestShardPSNGapAndGoBackN(t *testing.T) {
 	h := newShardHarness(t, 100)
 	// PSNs 100..104 sent; 105 lost before the mirror; 106..108 seen; NAK;
@@ -100,9 +88,9 @@ func TestShardPSNGapAndGoBackN(t *testing.T) {
 	psns := []uint32{100, 101, 102, 103, 104, 106, 107, 108, 105, 106, 107, 108, 109}
 	for i, p := range psns {
 		if i == 8 {
-			h.send(hostB, hostA, qpA, opAck, 105, int64(i), evNAK)
+			h.send(hostB, hostA, qpA, testframes.OpAck, 105, int64(i), evNAK)
 		}
-		h.send(hostA, hostB, qpB, opWriteMiddle, p, int64(i), 0)
+		h.send(hostA, hostB, qpB, testframes.OpWriteMiddle, p, int64(i), 0)
 	}
 	w := h.closeAll()
 	f := h.flow(w, hostA, hostB, qpB)
@@ -122,7 +110,7 @@ func TestShardPSNGapAndGoBackN(t *testing.T) {
 func TestShardOutOfOrder(t *testing.T) {
 	h := newShardHarness(t, 100)
 	for i, p := range []uint32{100, 101, 103, 104, 102, 105, 107, 106} {
-		h.send(hostA, hostB, qpB, opWriteMiddle, p, int64(i), 0)
+		h.send(hostA, hostB, qpB, testframes.OpWriteMiddle, p, int64(i), 0)
 	}
 	f := h.flow(h.closeAll(), hostA, hostB, qpB)
 	got := [3]uint64{f.C[FlowPSNGaps], f.C[FlowOutOfOrder], f.C[FlowRetransmits]}
@@ -130,10 +118,10 @@ func TestShardOutOfOrder(t *testing.T) {
 		t.Errorf("gaps, out of order, retransmits = %v, want [2 2 0]", got)
 	}
 	h = newShardHarness(t, 100)
-	h.send(hostA, hostB, qpB, opWriteMiddle, 100, 1, 0)
-	h.send(hostA, hostB, qpB, opWriteMiddle, 102, 2, 0)
-	h.send(hostB, hostA, qpA, opAck, 101, 3, evNAK)
-	h.send(hostA, hostB, qpB, opWriteMiddle, 101, 4, 0)
+	h.send(hostA, hostB, qpB, testframes.OpWriteMiddle, 100, 1, 0)
+	h.send(hostA, hostB, qpB, testframes.OpWriteMiddle, 102, 2, 0)
+	h.send(hostB, hostA, qpA, testframes.OpAck, 101, 3, evNAK)
+	h.send(hostA, hostB, qpB, testframes.OpWriteMiddle, 101, 4, 0)
 	f = h.flow(h.closeAll(), hostA, hostB, qpB)
 	got = [3]uint64{f.C[FlowPSNGaps], f.C[FlowOutOfOrder], f.C[FlowRetransmits]}
 	if got != [3]uint64{1, 0, 1} {
@@ -144,7 +132,7 @@ func TestShardOutOfOrder(t *testing.T) {
 func TestShardPSNWrap(t *testing.T) {
 	h := newShardHarness(t, 100)
 	for i, p := range []uint32{psnMask - 1, psnMask, 0, 1, 3} {
-		h.send(hostA, hostB, qpB, opWriteMiddle, p, int64(i), 0)
+		h.send(hostA, hostB, qpB, testframes.OpWriteMiddle, p, int64(i), 0)
 	}
 	f := h.flow(h.closeAll(), hostA, hostB, qpB)
 	if f.C[FlowPSNGaps] != 1 || f.C[FlowRetransmits] != 0 {
@@ -157,14 +145,14 @@ func TestShardReadConsumesPSNs(t *testing.T) {
 	// A WRITE First teaches the path MTU (1024); a READ of 4096 bytes then
 	// consumes four PSNs, so 11 follows 7 without a gap, and 16 after the
 	// second READ (PSN 11, 4 PSNs → next 15) is a gap.
-	h.send(hostA, hostB, qpB, opWriteFirst, 5, 1, 0)
-	h.send(hostA, hostB, qpB, opWriteLast, 6, 2, 0)
-	ev := event{key: FlowKey{Src: hostA, Dst: hostB, DQP: qpB}, time: 3, wire: 100, psn: 7, dmaLen: 4096, sport: 49152, opcode: opReadRequest, flags: opFlags[opReadRequest]}
+	h.send(hostA, hostB, qpB, testframes.OpWriteFirst, 5, 1, 0)
+	h.send(hostA, hostB, qpB, testframes.OpWriteLast, 6, 2, 0)
+	ev := event{key: FlowKey{Src: hostA, Dst: hostB, DQP: qpB}, time: 3, wire: 100, psn: 7, dmaLen: 4096, sport: 49152, opcode: testframes.OpReadRequest, flags: opFlags[testframes.OpReadRequest]}
 	ev.hash = ev.key.Hash(h.cfg.Seed)
 	h.sh.handle(&ev)
 	ev.psn, ev.time = 11, 4
 	h.sh.handle(&ev)
-	h.send(hostA, hostB, qpB, opWriteOnly, 16, 5, 0)
+	h.send(hostA, hostB, qpB, testframes.OpWriteOnly, 16, 5, 0)
 	f := h.flow(h.closeAll(), hostA, hostB, qpB)
 	if f.C[FlowPSNGaps] != 1 {
 		t.Errorf("gaps = %d, want 1", f.C[FlowPSNGaps])
@@ -176,11 +164,11 @@ func TestShardPairingLatencyAndCNP(t *testing.T) {
 	// A→B READ request PSN 50 at t=1000; B→A READ response First PSN 50 at
 	// t=4000: latency 3000. A→B WRITE Only with AckReq PSN 51 at 5000,
 	// ACK PSN 51 at 5500: latency 500. B→A CNP toward qpA.
-	h.send(hostA, hostB, qpB, opReadRequest, 50, 1000, 0)
-	h.send(hostB, hostA, qpA, opReadFirst, 50, 4000, 0)
-	h.send(hostA, hostB, qpB, opWriteOnly, 51, 5000, evAckReq)
-	h.send(hostB, hostA, qpA, opAck, 51, 5500, evAck)
-	h.send(hostB, hostA, qpA, opCNP, 0, 6000, 0)
+	h.send(hostA, hostB, qpB, testframes.OpReadRequest, 50, 1000, 0)
+	h.send(hostB, hostA, qpA, testframes.OpReadFirst, 50, 4000, 0)
+	h.send(hostA, hostB, qpB, testframes.OpWriteOnly, 51, 5000, evAckReq)
+	h.send(hostB, hostA, qpA, testframes.OpAck, 51, 5500, evAck)
+	h.send(hostB, hostA, qpA, testframes.OpCNP, 0, 6000, 0)
 	w := h.closeAll()
 	fwd := h.flow(w, hostA, hostB, qpB)
 	rev := h.flow(w, hostB, hostA, qpA)
@@ -206,11 +194,11 @@ func TestShardPairingLatencyAndCNP(t *testing.T) {
 func TestShardWindowsAndLateness(t *testing.T) {
 	h := newShardHarness(t, 100)
 	sec := int64(time.Second)
-	h.send(hostA, hostB, qpB, opWriteOnly, 1, 5*sec+1, 0)
-	h.send(hostA, hostB, qpB, opWriteOnly, 2, 6*sec+1, 0)
-	h.send(hostA, hostB, qpB, opWriteOnly, 3, 5*sec+2, 0) // late but window 5 is open
-	h.send(hostA, hostB, qpB, opWriteOnly, 4, 7*sec+1, 0) // closes window 5
-	h.send(hostA, hostB, qpB, opWriteOnly, 5, 5*sec+3, 0) // too late: counted in window 6
+	h.send(hostA, hostB, qpB, testframes.OpWriteOnly, 1, 5*sec+1, 0)
+	h.send(hostA, hostB, qpB, testframes.OpWriteOnly, 2, 6*sec+1, 0)
+	h.send(hostA, hostB, qpB, testframes.OpWriteOnly, 3, 5*sec+2, 0) // late but window 5 is open
+	h.send(hostA, hostB, qpB, testframes.OpWriteOnly, 4, 7*sec+1, 0) // closes window 5
+	h.send(hostA, hostB, qpB, testframes.OpWriteOnly, 5, 5*sec+3, 0) // too late: counted in window 6
 	h.sh.closeThrough(allWindows)
 	got := map[int64]uint64{}
 	late := map[int64]uint64{}
@@ -232,12 +220,12 @@ func TestShardWindowsAndLateness(t *testing.T) {
 func TestShardTableFullEvictsIdleFlows(t *testing.T) {
 	h := newShardHarness(t, 2)
 	sec := int64(time.Second)
-	h.send(hostA, hostB, 1, opWriteOnly, 1, 1, 0)
-	h.send(hostA, hostB, 2, opWriteOnly, 1, 2, 0)
-	h.send(hostA, hostB, 3, opWriteOnly, 1, 3, 0) // table full, nothing idle: untracked
-	h.send(hostA, hostB, 1, opWriteOnly, 2, 3*sec, 0)
-	h.send(hostA, hostB, 4, opWriteOnly, 1, 3*sec+1, 0) // flow 2 is idle: evicted for flow 4
-	h.send(hostA, hostB, 5, opWriteOnly, 1, 3*sec+2, 0) // flows 1 and 4 active: untracked
+	h.send(hostA, hostB, 1, testframes.OpWriteOnly, 1, 1, 0)
+	h.send(hostA, hostB, 2, testframes.OpWriteOnly, 1, 2, 0)
+	h.send(hostA, hostB, 3, testframes.OpWriteOnly, 1, 3, 0) // table full, nothing idle: untracked
+	h.send(hostA, hostB, 1, testframes.OpWriteOnly, 2, 3*sec, 0)
+	h.send(hostA, hostB, 4, testframes.OpWriteOnly, 1, 3*sec+1, 0) // flow 2 is idle: evicted for flow 4
+	h.send(hostA, hostB, 5, testframes.OpWriteOnly, 1, 3*sec+2, 0) // flows 1 and 4 active: untracked
 	h.sh.closeThrough(allWindows)
 	if len(h.sh.closed) != 2 {
 		t.Fatalf("%d windows closed, want 2", len(h.sh.closed))
@@ -269,8 +257,8 @@ func TestShardTableFullEvictsIdleFlows(t *testing.T) {
 func TestLatencyMatchAddsNoIdleFlow(t *testing.T) {
 	h := newShardHarness(t, 100)
 	sec := int64(time.Second)
-	h.send(hostA, hostB, qpB, opReadRequest, 7, sec-10, 0)
-	h.send(hostB, hostA, qpA, opReadOnly, 7, sec+500, 0)
+	h.send(hostA, hostB, qpB, testframes.OpReadRequest, 7, sec-10, 0)
+	h.send(hostB, hostA, qpA, testframes.OpReadOnly, 7, sec+500, 0)
 	h.sh.closeThrough(allWindows)
 	if len(h.sh.closed) != 2 {
 		t.Fatalf("%d windows closed, want 2", len(h.sh.closed))
@@ -290,8 +278,8 @@ func TestLatencyMatchAddsNoIdleFlow(t *testing.T) {
 	}
 	// In one window, the requester's flow carries the latency.
 	h = newShardHarness(t, 100)
-	h.send(hostA, hostB, qpB, opReadRequest, 7, 10, 0)
-	h.send(hostB, hostA, qpA, opReadOnly, 7, 510, 0)
+	h.send(hostA, hostB, qpB, testframes.OpReadRequest, 7, 10, 0)
+	h.send(hostB, hostA, qpA, testframes.OpReadOnly, 7, 510, 0)
 	w := h.closeAll()
 	if f := h.flow(w, hostA, hostB, qpB); f.C[FlowReadLatencyCount] != 1 || f.C[FlowReadLatencySum] != 500 {
 		t.Errorf("requester flow READ latency count %d sum %d, want 1 and 500", f.C[FlowReadLatencyCount], f.C[FlowReadLatencySum])

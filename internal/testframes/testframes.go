@@ -120,16 +120,17 @@ type HandTrace struct {
 	Flows [2]map[Flow][2]uint64
 }
 
-// Opcodes the trace uses (IBTA RC numbering).
+// RC opcodes the tests build frames with (IBTA numbering).
 const (
-	opWriteFirst  decode.Opcode = 0x06
-	opWriteMiddle decode.Opcode = 0x07
-	opWriteLast   decode.Opcode = 0x08
-	opWriteOnly   decode.Opcode = 0x0a
-	opReadRequest decode.Opcode = 0x0c
-	opReadFirst   decode.Opcode = 0x0d
-	opAck         decode.Opcode = 0x11
-	opCNP         decode.Opcode = 0x81
+	OpWriteFirst  decode.Opcode = 0x06
+	OpWriteMiddle decode.Opcode = 0x07
+	OpWriteLast   decode.Opcode = 0x08
+	OpWriteOnly   decode.Opcode = 0x0a
+	OpReadRequest decode.Opcode = 0x0c
+	OpReadFirst   decode.Opcode = 0x0d
+	OpReadOnly    decode.Opcode = 0x10
+	OpAck         decode.Opcode = 0x11
+	OpCNP         decode.Opcode = 0x81
 )
 
 // Trace returns the hand-made trace. Window 0: A→B WRITE First/Middle/Last
@@ -179,24 +180,24 @@ func Trace() *HandTrace {
 		return RoCE{Src: b, Dst: a, Sport: 50000, Op: op, DQP: qpA, PSN: psn, Ext: ext}
 	}
 
-	roce(0, ab(opWriteFirst, 10, RETH(3072), 1024))
-	roce(0, ab(opWriteMiddle, 10+1, nil, 1024))
-	last := ab(opWriteLast, 12, nil, 1024)
+	roce(0, ab(OpWriteFirst, 10, RETH(3072), 1024))
+	roce(0, ab(OpWriteMiddle, 10+1, nil, 1024))
+	last := ab(OpWriteLast, 12, nil, 1024)
 	last.AckReq = true
 	roce(0, last, "messages")
-	roce(0, ba(opAck, 12, AETH(0x1f, 1)), "acks")
-	ce := ab(opWriteOnly, 13, RETH(512), 512)
+	roce(0, ba(OpAck, 12, AETH(0x1f, 1)), "acks")
+	ce := ab(OpWriteOnly, 13, RETH(512), 512)
 	ce.ECN = 3
 	roce(0, ce, "messages", "ecn_ce")
-	roce(0, RoCE{Src: b, Dst: a, Sport: 50000, Op: opCNP, DQP: qpA, Ext: make([]byte, 16)}, "cnp")
-	roce(0, ab(opWriteOnly, 13, RETH(512), 512), "messages", "retransmits")
-	roce(0, ab(opWriteOnly, 15, RETH(512), 512), "messages", "psn_gaps")
-	roce(0, ab(opReadRequest, 16, RETH(2048), 0), "read_requests")
-	roce(0, ba(opReadFirst, 16, AETH(0x1f, 3)))
+	roce(0, RoCE{Src: b, Dst: a, Sport: 50000, Op: OpCNP, DQP: qpA, Ext: make([]byte, 16)}, "cnp")
+	roce(0, ab(OpWriteOnly, 13, RETH(512), 512), "messages", "retransmits")
+	roce(0, ab(OpWriteOnly, 15, RETH(512), 512), "messages", "psn_gaps")
+	roce(0, ab(OpReadRequest, 16, RETH(2048), 0), "read_requests")
+	roce(0, ba(OpReadFirst, 16, AETH(0x1f, 3)))
 	roce(0, RoCE{Src: b, Dst: a, Sport: 50000, Op: 0x0f, DQP: qpA, PSN: 17, Ext: AETH(0x1f, 3), Payload: 1024}, "messages")
-	roce(0, ba(opAck, 17, AETH(0x60, 3)), "naks", "nak_code/0")
-	roce(0, ba(opAck, 17, AETH(0x2e, 3)), "rnr_naks")
-	fe := RoCE{Src: c, Dst: d, Sport: 50001, Op: opWriteOnly, DQP: qpD, PSN: 1, Ext: RETH(64), Payload: 64, FECN: true}
+	roce(0, ba(OpAck, 17, AETH(0x60, 3)), "naks", "nak_code/0")
+	roce(0, ba(OpAck, 17, AETH(0x2e, 3)), "rnr_naks")
+	fe := RoCE{Src: c, Dst: d, Sport: 50001, Op: OpWriteOnly, DQP: qpD, PSN: 1, Ext: RETH(64), Payload: 64, FECN: true}
 	roce(0, fe, "messages", "fecn")
 
 	// A PFC frame pausing priorities 3 (quanta 0xffff) and 5 (7).
@@ -217,7 +218,7 @@ func Trace() *HandTrace {
 	binary.BigEndian.PutUint16(dns[36:], 53)
 	add(0, dns, len(dns))
 	w0["other_packets"]++
-	cut := ab(opWriteOnly, 20, RETH(64), 64).Bytes()
+	cut := ab(OpWriteOnly, 20, RETH(64), 64).Bytes()
 	add(0, cut[:14+20+8+6], len(cut))
 	w0["truncated_packets"]++
 	w0[errorKey(decode.ErrTruncated)]++
@@ -226,8 +227,8 @@ func Trace() *HandTrace {
 	w0["malformed_packets"]++
 	w0[errorKey(decode.ErrOpcode)]++
 
-	roce(1, ab(opWriteOnly, 18, RETH(4096), 4096), "messages")
-	roce(1, ab(opWriteOnly, 19, RETH(4096), 4096), "messages")
+	roce(1, ab(OpWriteOnly, 18, RETH(4096), 4096), "messages")
+	roce(1, ab(OpWriteOnly, 19, RETH(4096), 4096), "messages")
 	roce(1, RoCE{Src: c, Dst: d, Sport: 50001, Op: 0x05, DQP: qpD, PSN: 2, Ext: []byte{1, 2, 3, 4}, Payload: 100}, "messages")
 	return tr
 }
