@@ -15,7 +15,7 @@ const (
 	TruncatedPackets                    // frames cut before the headers they announce
 	PayloadBytes                        // RDMA payload of RoCE frames
 	LatePackets                         // frames older than the oldest open window, counted in it
-	TimeJumps                           // frames an hour or more ahead of the others, held in the newest window
+	TimeJumps                           // frames an hour or more ahead of the others, held in the newest window, and clock steps back
 	Messages                            // LAST and ONLY opcodes of SEND, WRITE and READ response
 	CNP                                 // congestion notification packets
 	ECNCE                               // RoCE frames with IP ECN = CE

@@ -104,28 +104,57 @@ func (e *Engine) Run(ctx context.Context, sources []capture.Source, emit func(*W
 		case <-done:
 		}
 	}()
-	var err error
-	if e.cfg.Workers == 1 && len(sources) == 1 {
-		err = e.runInline(inner, sources[0], emit, cancel)
-	} else {
-		err = e.runPool(inner, sources, emit, cancel)
+	feeds := make([]*feed, len(sources))
+	for i, src := range sources {
+		feeds[i] = &feed{src: src, b: capture.NewBatch(batchSize)}
 	}
-	if err == nil {
-		err = ctx.Err()
+	for {
+		// A segment runs until the input ends, or until a reader sees
+		// the clock stepped back: then every window so far is emitted
+		// and a new segment starts at the new time.
+		seg, stepped := context.WithCancel(inner)
+		var err error
+		if e.cfg.Workers == 1 && len(sources) == 1 {
+			err = e.runInline(seg, feeds[0], emit, cancel)
+		} else {
+			err = e.runPool(seg, feeds, emit, cancel, stepped)
+		}
+		stepped()
+		var step *clockStep
+		if !errors.As(err, &step) || inner.Err() != nil {
+			if err == nil || step != nil {
+				err = ctx.Err()
+			}
+			return err
+		}
 	}
-	return err
 }
+
+// feed is a source and the batch its reader works through, which outlives
+// a segment: after a clock step the frames left in it go to the next one.
+type feed struct {
+	src  capture.Source
+	b    *capture.Batch
+	next int   // frames of b before next are accounted
+	err  error // what the Next that filled b returned
+}
+
+// clockStep is what read returns when its reader confirmed a step back of
+// the clock.
+type clockStep struct{}
+
+func (*clockStep) Error() string { return "metrics: clock stepped back" }
 
 // closeGrace is how long Run waits after its context is done before it
 // closes the sources of readers that have not stopped.
 const closeGrace = time.Second
 
 // runInline runs one reader, one shard and the collector on this goroutine.
-func (e *Engine) runInline(ctx context.Context, src capture.Source, emit func(*Window) error, cancel context.CancelFunc) error {
+func (e *Engine) runInline(ctx context.Context, f *feed, emit func(*Window) error, cancel context.CancelFunc) error {
 	coll := newCollector(&e.cfg, e.pool, 1, 1, emit)
 	out := &inlineOutput{sh: e.shard(0), coll: coll, cancel: cancel, evs: make([]event, 0, batchSize)}
 	r := newReader(&e.cfg, out)
-	err := e.read(ctx, src, r)
+	err := e.read(ctx, f, r)
 	r.closeThrough(allWindows)
 	return errors.Join(err, coll.err)
 }
@@ -205,36 +234,46 @@ func (e *Engine) shard(k int) *shard {
 	return sh
 }
 
-// read feeds the frames of src to r until src ends. A live capture hands
-// its events on after each batch of the source, and moves the clock.
-func (e *Engine) read(ctx context.Context, src capture.Source, r *reader) error {
-	b := capture.NewBatch(batchSize)
-	r.stats = src.Stats
+// read feeds the frames of f to r until its source ends, or r sees the
+// clock step back (a *clockStep; the frames left in f's batch are for the
+// next segment). A live capture hands its events on after each batch of
+// the source, and moves the clock.
+func (e *Engine) read(ctx context.Context, f *feed, r *reader) error {
+	r.stats = f.src.Stats
 	if e.cfg.Live {
 		r.startLive(time.Now().UnixNano())
 	}
+	b := f.b
 	for {
-		if ctx.Err() != nil {
-			return nil // Run reports ctx.Err()
+		for ; f.next < len(b.Frames); f.next++ {
+			r.frame(&b.Frames[f.next])
+			if r.stepped {
+				f.next++
+				return &clockStep{}
+			}
 		}
-		err := src.Next(b)
-		for i := range b.Frames {
-			r.frame(&b.Frames[i])
-		}
-		e.frames.Add(uint64(len(b.Frames)))
 		if e.cfg.Live {
 			if now := time.Now().UnixNano(); now > r.maxT {
 				r.advance(now)
 			}
 			r.out.flush()
 		}
-		switch {
+		// The error of the Next that delivered the batch, once its frames
+		// are accounted.
+		switch err := f.err; {
 		case err == nil:
 		case err == io.EOF, errors.Is(err, os.ErrClosed):
 			return nil
 		default:
+			f.err = nil
 			return err
 		}
+		if ctx.Err() != nil {
+			return nil // Run reports ctx.Err()
+		}
+		f.err = f.src.Next(b)
+		f.next = 0
+		e.frames.Add(uint64(len(b.Frames)))
 	}
 }
 
@@ -249,16 +288,16 @@ type msg struct {
 
 // runPool runs a reader goroutine per source, a worker per shard and the
 // collector on this goroutine.
-func (e *Engine) runPool(ctx context.Context, sources []capture.Source, emit func(*Window) error, cancel context.CancelFunc) error {
+func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) error, cancel, stepped context.CancelFunc) error {
 	n := e.cfg.Workers
 	msgs := make(chan msg, 64)
-	coll := newCollector(&e.cfg, e.pool, len(sources), n, emit)
+	coll := newCollector(&e.cfg, e.pool, len(feeds), n, emit)
 	in := make([]chan *batch, n)
 	free := make([]chan *batch, n)
 	var workers sync.WaitGroup
 	for k := range n {
 		in[k] = make(chan *batch, 8)
-		free[k] = make(chan *batch, 8*len(sources)+8)
+		free[k] = make(chan *batch, 8*len(feeds)+8)
 		for range cap(free[k]) {
 			free[k] <- &batch{evs: make([]event, 0, batchSize), close: noWindow}
 		}
@@ -269,7 +308,7 @@ func (e *Engine) runPool(ctx context.Context, sources []capture.Source, emit fun
 			// A window closes on this worker once every reader has
 			// closed it: a reader's events for a window arrive before
 			// its mark, so none arrives after the close.
-			marks := make([]int64, len(sources))
+			marks := make([]int64, len(feeds))
 			for i := range marks {
 				marks[i] = noWindow
 			}
@@ -300,9 +339,9 @@ func (e *Engine) runPool(ctx context.Context, sources []capture.Source, emit fun
 		}()
 	}
 
-	errs := make([]error, len(sources))
+	errs := make([]error, len(feeds))
 	var readers sync.WaitGroup
-	for i, src := range sources {
+	for i := range feeds {
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
@@ -311,7 +350,11 @@ func (e *Engine) runPool(ctx context.Context, sources []capture.Source, emit fun
 				out.take(k)
 			}
 			r := newReader(&e.cfg, out)
-			if errs[i] = e.read(ctx, src, r); errs[i] != nil {
+			var step *clockStep
+			switch errs[i] = e.read(ctx, feeds[i], r); {
+			case errors.As(errs[i], &step):
+				stepped() // the other readers stop at their next batch
+			case errs[i] != nil:
 				cancel()
 			}
 			r.closeThrough(allWindows)

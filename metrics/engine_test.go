@@ -515,3 +515,60 @@ func TestEngineCoverage(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineClockSteps replays traces whose clock misbehaves, with 1 and 2
+// workers: a damaged first timestamp a day ahead, a clock stepped back ten
+// minutes, and 65 damaged timestamps in a row ten years ahead. Every frame
+// is counted, at most jumpConfirm of them late or out of their window, and
+// the trace's own windows carry the rest.
+func TestEngineClockSteps(t *testing.T) {
+	base := testframes.Trace().Frames[0]
+	sec := int64(time.Second)
+	real := func(from int64, n int) []capture.Frame { // n frames over 2 s from from
+		var fs []capture.Frame
+		for i := range n {
+			f := base
+			f.Time = from + int64(i)*2*sec/int64(n)
+			fs = append(fs, f)
+		}
+		return fs
+	}
+	at := func(ts int64) capture.Frame { f := base; f.Time = ts; return f }
+	const n = 4000
+	day, decade := 24*3600*sec, 10*365*24*3600*sec
+	cases := []struct {
+		name   string
+		frames []capture.Frame
+		real   [2]int64 // the trace's own time range
+	}{
+		{"first timestamp a day ahead", append([]capture.Frame{at(testframes.Epoch + day)}, real(testframes.Epoch, n)...),
+			[2]int64{testframes.Epoch, testframes.Epoch + 2*sec}},
+		{"clock stepped back", append(real(testframes.Epoch, n), real(testframes.Epoch-600*sec, n)...),
+			[2]int64{testframes.Epoch - 600*sec, testframes.Epoch + 2*sec}},
+		{"65 future timestamps", func() []capture.Frame {
+			fs := real(testframes.Epoch, n)
+			for i := range 65 {
+				fs[n/2+i].Time = testframes.Epoch + decade + int64(i)
+			}
+			return fs
+		}(), [2]int64{testframes.Epoch, testframes.Epoch + 2*sec}},
+	}
+	for _, c := range cases {
+		for _, workers := range []int{1, 2} {
+			wins := runEngine(t, &Config{Workers: workers, Host: "h"}, &testframes.Source{Frames: c.frames, Per: 100})
+			var total, inRange, late, jumps uint64
+			for _, w := range wins {
+				total += w.Counters[Packets]
+				late += w.Counters[LatePackets]
+				jumps += w.Counters[TimeJumps]
+				if w.Start >= c.real[0]-w.Length && w.Start < c.real[1] {
+					inRange += w.Counters[Packets]
+				}
+			}
+			if total != uint64(len(c.frames)) || late > jumpConfirm || inRange+2*jumpConfirm < uint64(len(c.frames)) || jumps == 0 {
+				t.Errorf("%s, %d workers: %d of %d frames, %d in the trace's windows, %d late, %d time jumps; want all, all but %d, at most %d, some",
+					c.name, workers, total, len(c.frames), inRange, late, jumps, 2*jumpConfirm, jumpConfirm)
+			}
+		}
+	}
+}

@@ -37,6 +37,8 @@ type reader struct {
 	minIdx        int64 // first window index with a representable start
 	maxIdx        int64 // last window index with a representable end
 	jumps         int   // frames in a row far ahead of maxT, held back
+	behind        int   // frames in a row older than every window still open
+	stepped       bool  // behind reached jumpConfirm: the clock stepped back
 	open          [2]*readerWindow
 
 	out   output               // where events, closed windows and marks go
@@ -46,6 +48,11 @@ type reader struct {
 
 // A frame more than maxTimeJump after the newest frame so far is held in
 // the newest window until jumpConfirm frames in a row are that far ahead.
+// A frame older than every window still open is late; jumpConfirm of them
+// in a row are a step back of the clock (a damaged first timestamp far
+// ahead, a clock stepped back, a run of damaged future timestamps that
+// moved the clock): the engine then reports every window so far and starts
+// again at the new time.
 const (
 	maxTimeJump = int64(time.Hour)
 	jumpConfirm = 64
@@ -113,19 +120,25 @@ func (r *reader) frame(f *capture.Frame) {
 	switch {
 	case r.started && t <= r.maxT:
 		r.jumps = 0
+		if !r.isBehind(r.index(t)) {
+			r.behind = 0
+		} else if r.behind++; r.behind >= jumpConfirm {
+			r.stepped = true
+		}
 	case r.started && t > r.maxT+maxTimeJump && r.maxT < math.MaxInt64-maxTimeJump && r.jumps < jumpConfirm:
 		// Far ahead of every frame so far: a damaged timestamp would
 		// close every window before it, so the frame counts in the
 		// newest window until enough frames in a row confirm the jump.
 		r.jumps++
+		r.behind = 0
 		t, jumped = r.maxT, true
 	default:
-		r.jumps = 0
+		r.jumps, r.behind = 0, 0
 		r.advance(t)
 	}
 	rw := r.window(r.index(t))
 	c := &rw.counters
-	if jumped {
+	if jumped || r.stepped {
 		c[TimeJumps]++
 	}
 	c[Packets]++
@@ -306,6 +319,16 @@ func (r *reader) window(w int64) *readerWindow {
 	r.open[w&1] = rw
 	r.high = max(r.high, w)
 	return rw
+}
+
+// isBehind reports whether window w is older than every window still
+// open: closed already, or older than the oldest open one.
+func (r *reader) isBehind(w int64) bool {
+	if w <= r.closedThrough {
+		return true
+	}
+	o := r.oldest()
+	return o != nil && w < o.index
 }
 
 // oldest returns the open window with the smallest index, or nil.

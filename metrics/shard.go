@@ -156,24 +156,26 @@ func (s *shard) reset() {
 	s.closed = s.closed[:0]
 }
 
-// window returns the open window for index w, opening it and closing the
-// windows too old to stay open beside it when w is new. A frame older than
-// every open window is counted in the oldest open one. With one reader the
-// reader's close marks keep at most two windows open and this only opens;
-// with several readers it is what bounds the open windows to two.
+// window returns the open window for index w, opening it (and closing the
+// windows too old to stay open beside it when w is new) when it is the
+// newest or the one before. A frame older than every open window is
+// counted in the oldest open one. With one reader the reader's close marks
+// keep at most two windows open and this only opens; with several readers
+// it is what bounds the open windows to two.
 func (s *shard) window(w int64) *Window {
 	if w > s.high {
 		s.closeThrough(w - 2)
 		s.high = w
-		win := s.pool.get(w)
-		// Room for as many flows as the last window had, at once instead
-		// of by doubling: a million-flow window is 300 MB of records.
-		win.Flows = slices.Grow(win.Flows, s.flows)
-		s.open[w&1] = win
-		return win
+		return s.openWindow(w)
 	}
 	if win := s.open[w&1]; win != nil && win.Index() == w {
 		return win
+	}
+	if s.open[w&1] == nil && w == s.high-1 {
+		// The window before the newest, which had no frame here yet: the
+		// readers have not closed it (their events come before their
+		// marks), so it opens, as in the reader.
+		return s.openWindow(w)
 	}
 	win := s.oldest()
 	if win == nil {
@@ -184,6 +186,16 @@ func (s *shard) window(w int64) *Window {
 		s.open[w&1] = win
 	}
 	win.Counters[LatePackets]++
+	return win
+}
+
+// openWindow opens window w in the slot of its parity, with room for as many
+// flows as the last window had, at once instead of by doubling: a
+// million-flow window is 300 MB of records.
+func (s *shard) openWindow(w int64) *Window {
+	win := s.pool.get(w)
+	win.Flows = slices.Grow(win.Flows, s.flows)
+	s.open[w&1] = win
 	return win
 }
 
