@@ -55,7 +55,11 @@
 //     workers. Windows are emitted in order, every one of them, also when
 //     empty.
 //
-// A frame older than the oldest open window is counted late in it.
+// A frame older than the oldest open window is counted late in it. A run of
+// them (a clock stepped back) ends the segment: every window is emitted as
+// at the end of the input, and the readers, tables and collector start
+// again at the new time; a frame far ahead of the clock is held in the
+// newest window until enough frames confirm the jump (see TimeJumps).
 //
 // # Lifetime and concurrency
 //

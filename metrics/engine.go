@@ -384,7 +384,19 @@ func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) 
 			cancel()
 		}
 	}
-	return errors.Join(append(errs, coll.err)...)
+	// A step back of one reader's clock restarts the run unless something
+	// failed for real.
+	var step error
+	for i, err := range errs {
+		var cs *clockStep
+		if errors.As(err, &cs) {
+			step, errs[i] = err, nil
+		}
+	}
+	if err := errors.Join(append(errs, coll.err)...); err != nil {
+		return err
+	}
+	return step
 }
 
 // poolOutput sends a reader's events, in batches, to the worker that owns
