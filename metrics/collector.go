@@ -85,11 +85,7 @@ func (c *collector) shardWindow(w *Window) {
 // readerWindow adds a reader's counters for a closed window.
 func (c *collector) readerWindow(rw *readerWindow) {
 	p := c.part(rw.index)
-	if p.from >= p.to {
-		p.from, p.to = rw.from, rw.to
-	} else {
-		p.from, p.to = min(p.from, rw.from), max(p.to, rw.to)
-	}
+	p.from, p.to = union(p.from, p.to, rw.from, rw.to)
 	p.counters.Add(&rw.counters)
 	p.cm = append(p.cm, rw.cm...)
 }
@@ -121,8 +117,7 @@ func (c *collector) ready() {
 			w = c.pool.get(i)
 		}
 		w.Hosts = append(w.Hosts[:0], c.cfg.Host)
-		w.From, w.To = w.Start, w.Start
-		w.cover(p.from, p.to)
+		w.cover(p.from, p.to) // the shards' windows cover nothing of their own
 		w.Counters.Add(&p.counters)
 		w.CM = append(w.CM, p.cm...)
 		*p = part{cm: p.cm[:0]}

@@ -261,7 +261,12 @@ func (s *shard) materialize(e *entry, win *Window) {
 	e.prevWin, e.prevRec = e.win, int32(len(win.Flows))
 	e.win = noWindow
 	win.Flows = append(win.Flows, e.rec)
-	f := &win.Flows[len(win.Flows)-1]
+	e.stamp(&win.Flows[len(win.Flows)-1])
+}
+
+// stamp sets what a flow record takes from the entry rather than from its
+// frames: the source QP, the UDP source port and the flow hash.
+func (e *entry) stamp(f *FlowRecord) {
 	f.SQP, f.SQPKnown, f.Sport, f.hash = e.sqp, e.flags&entSQPKnown != 0, e.sport, e.hash
 }
 
@@ -373,7 +378,8 @@ func (s *shard) counters(idx int32, e *entry, win *Window) *FlowRecord {
 	}
 	if e.prevWin != w {
 		e.prevWin, e.prevRec = w, int32(len(win.Flows))
-		win.Flows = append(win.Flows, FlowRecord{Key: e.rec.Key, SQP: e.sqp, SQPKnown: e.flags&entSQPKnown != 0, Sport: e.sport, hash: e.hash})
+		win.Flows = append(win.Flows, FlowRecord{Key: e.rec.Key})
+		e.stamp(&win.Flows[e.prevRec])
 	}
 	return &win.Flows[e.prevRec]
 }

@@ -169,15 +169,18 @@ func (w *Window) merge(o *Window, disjoint bool) error {
 }
 
 // cover widens the window's covered part to include [from, to).
-func (w *Window) cover(from, to int64) {
-	if from >= to {
-		return
+func (w *Window) cover(from, to int64) { w.From, w.To = union(w.From, w.To, from, to) }
+
+// union returns the smallest interval holding [a0, a1) and [b0, b1), an
+// empty interval holding nothing.
+func union(a0, a1, b0, b1 int64) (int64, int64) {
+	switch {
+	case b0 >= b1:
+		return a0, a1
+	case a0 >= a1:
+		return b0, b1
 	}
-	if w.From >= w.To {
-		w.From, w.To = from, to
-		return
-	}
-	w.From, w.To = min(w.From, from), max(w.To, to)
+	return min(a0, b0), max(a1, b1)
 }
 
 // covered returns From and To when they bound a part of the window, and

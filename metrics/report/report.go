@@ -236,15 +236,21 @@ func (rp *Reporter) Build(w *metrics.Window) *Report {
 	rp.cur = slices.Grow(rp.cur[:0], len(flows))
 	top := newTopList(flows, rp.cfg.Top)
 	var elephants, jitter []int32
+	// Elephants of the previous window that sent nothing in this one:
+	// their rate fell to zero, which is jitter too.
+	var vanished []FlowReport
+	fellSilent := func(p *flowRate) {
+		if rp.isJitter(0, p.rate) {
+			vanished = append(vanished, FlowReport{FlowRecord: metrics.FlowRecord{Key: p.key}, PrevRate: p.rate, Jitter: true})
+		}
+	}
 	j := 0
 	for i := range flows {
 		f := &flows[i]
 		rate := float64(f.C[metrics.FlowBytes]) * 8 / secs
 		prev := 0.0
 		for ; j < len(rp.prev) && compareRate(&rp.prev[j], f) < 0; j++ {
-			if p := &rp.prev[j]; rp.isJitter(0, p.rate) {
-				r.Jitter = append(r.Jitter, FlowReport{FlowRecord: metrics.FlowRecord{Key: p.key}, PrevRate: p.rate, Jitter: true})
-			}
+			fellSilent(&rp.prev[j])
 		}
 		if j < len(rp.prev) && rp.prev[j].key == f.Key {
 			prev = rp.prev[j].rate
@@ -259,12 +265,9 @@ func (rp *Reporter) Build(w *metrics.Window) *Report {
 			jitter = append(jitter, int32(i))
 		}
 	}
-	for ; j < len(rp.prev); j++ { // elephants of the previous window that fell silent
-		if p := &rp.prev[j]; rp.isJitter(0, p.rate) {
-			r.Jitter = append(r.Jitter, FlowReport{FlowRecord: metrics.FlowRecord{Key: p.key}, PrevRate: p.rate, Jitter: true})
-		}
+	for ; j < len(rp.prev); j++ {
+		fellSilent(&rp.prev[j])
 	}
-	vanished := r.Jitter
 	report := func(i int32) FlowReport { return rp.flowReport(w, i, secs, hasPrev) }
 	r.Top = collect(top.sorted(), report)
 	r.Elephants = collect(sortByBytes(flows, elephants), report)
