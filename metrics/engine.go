@@ -422,7 +422,10 @@ func (o *poolOutput) send(k int) {
 }
 
 func (o *poolOutput) event(src, dst decode.Addr, sport uint16) *event {
-	k := int(connHash(src, dst, sport) % uint64(len(o.out)))
+	k := 0
+	if len(o.out) > 1 {
+		k = int(connHash(src, dst, sport) % uint64(len(o.out)))
+	}
 	b := o.out[k]
 	if len(b.evs) == cap(b.evs) {
 		o.send(k)

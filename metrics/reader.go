@@ -116,27 +116,27 @@ func floorDiv(a, b int64) int64 {
 
 // frame accounts one frame.
 func (r *reader) frame(f *capture.Frame) {
-	t, jumped := f.Time, false
+	t, jumped, past := f.Time, false, false
 	switch {
 	case r.started && t <= r.maxT:
-		r.jumps = 0
-		if !r.isBehind(r.index(t)) {
-			r.behind = 0
-		} else if r.behind++; r.behind >= jumpConfirm {
-			r.stepped = true
-		}
+		r.jumps, past = 0, true
 	case r.started && t > r.maxT+maxTimeJump && r.maxT < math.MaxInt64-maxTimeJump && r.jumps < jumpConfirm:
 		// Far ahead of every frame so far: a damaged timestamp would
 		// close every window before it, so the frame counts in the
 		// newest window until enough frames in a row confirm the jump.
 		r.jumps++
-		r.behind = 0
 		t, jumped = r.maxT, true
 	default:
-		r.jumps, r.behind = 0, 0
+		r.jumps = 0
 		r.advance(t)
 	}
-	rw := r.window(r.index(t))
+	w := r.index(t)
+	if !past || !r.isBehind(w) {
+		r.behind = 0
+	} else if r.behind++; r.behind >= jumpConfirm {
+		r.stepped = true
+	}
+	rw := r.window(w)
 	c := &rw.counters
 	if jumped || r.stepped {
 		c[TimeJumps]++

@@ -214,6 +214,10 @@ func (o *flowOrder) normalize(flows []FlowRecord) []FlowRecord {
 			out[k-1].merge(&flows[i])
 			continue
 		}
+		if len(out) == i {
+			out = out[:i+1] // in place already: no copy of 300 bytes
+			continue
+		}
 		out = append(out, flows[i])
 	}
 	for i := range out {
