@@ -212,8 +212,8 @@ type merger struct {
 type stateInput interface {
 	// Read hands the states that arrived since the last call to m.add,
 	// waiting at most until ctx is done or the poll interval passes, and
-	// says how far the input got. When ctx is done it returns what a last
-	// read found. An input that reads in window order calls m.settled as
+	// says how far the input got. A Read called once ctx is done is the
+	// last: it returns what a last read found. An input that reads in window order calls m.settled as
 	// it goes, so that the windows no state still to be read can add to
 	// are emitted before the next is read.
 	Read(ctx context.Context, m *merger) (inputState, error)
@@ -271,6 +271,9 @@ func (m *merger) run(ctx context.Context, in stateInput) (err error) {
 	}
 	defer func() { err = errors.Join(err, closeSink()) }()
 	for {
+		// A Read begun once ctx is done is the last: one that ctx
+		// interrupted is followed by another.
+		final := ctx.Err() != nil
 		st, err := in.Read(ctx, m)
 		if err != nil {
 			return err
@@ -289,7 +292,7 @@ func (m *merger) run(ctx context.Context, in stateInput) (err error) {
 				return err
 			}
 		}
-		if st == inputEnd || ctx.Err() != nil {
+		if st == inputEnd || final {
 			return nil
 		}
 	}
@@ -414,21 +417,18 @@ func (in *fileInput) Read(ctx context.Context, m *merger) (inputState, error) {
 	if !in.follow {
 		return inputEnd, in.pass(ctx, m, inputEnd)
 	}
-	for {
-		// After an interrupt, the directories are read a last time
-		// without the context: only regular files are read, which do not
-		// block.
-		done := ctx.Err() != nil
-		rctx, st := ctx, inputCurrent
-		if done {
-			rctx, st = context.WithoutCancel(ctx), inputEnd
-		}
-		err := in.pass(rctx, m, st)
-		if !done && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			continue // interrupted while reading: read a last time
-		}
-		return st, err
+	// After an interrupt, the directories are read a last time without
+	// the context: only regular files are read, which do not block.
+	done := ctx.Err() != nil
+	rctx, st := ctx, inputCurrent
+	if done {
+		rctx, st = context.WithoutCancel(ctx), inputEnd
 	}
+	err := in.pass(rctx, m, st)
+	if !done && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return inputBehind, nil // interrupted while reading: the merger reads a last time
+	}
+	return st, err
 }
 
 // Reported does nothing: files are not acknowledged.

@@ -668,6 +668,19 @@ func (s *syncBuffer) lines() []string {
 	return strings.SplitAfter(text, "\n")[:strings.Count(text, "\n")]
 }
 
+// onFirstWrite is a syncBuffer that calls do when it is first written
+// to.
+type onFirstWrite struct {
+	syncBuffer
+	once sync.Once
+	do   func()
+}
+
+func (o *onFirstWrite) Write(p []byte) (int, error) {
+	o.once.Do(o.do)
+	return o.syncBuffer.Write(p)
+}
+
 // follower is a merge --follow running in a goroutine.
 type follower struct {
 	stdout, stderr syncBuffer
@@ -799,8 +812,34 @@ func TestMergeFollow(t *testing.T) {
 		if diff := cmp.Diff(want, f.stdout.lines()); diff != "" {
 			t.Errorf("reports (-one-shot merge +follow):\n%s", diff)
 		}
+		if lines := f.stdout.lines(); len(lines) != 3 {
+			t.Fatalf("%d reports, want 3", len(lines))
+		}
 		if hs := reportHosts(parseReports(t, f.stdout.lines()[2])[0]); !slices.Equal(hs, []string{"hA"}) {
 			t.Errorf("window 2 flushed on cancel lists hosts %q, want [hA]", hs)
+		}
+	})
+
+	// An interrupt that comes while merge writes a window, after its read
+	// of the directory, still has it read the directory a last time, and
+	// emit what arrived and what is pending.
+	t.Run("interrupted while writing", func(t *testing.T) {
+		d := newDir(t)
+		deliver(t, a[0], d)
+		deliver(t, b[0], d)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		stdout := &onFirstWrite{do: func() {
+			deliver(t, a[1], d)
+			cancel()
+		}}
+		var stderr syncBuffer
+		args := append(append([]string{"merge", "--follow", "--poll", "1h", "--format", "jsonl", "--hosts", "hA,hB", "--timeout", "1h"}, mergeRates...), d)
+		if code := run(ctx, &env{stdin: strings.NewReader(""), stdout: stdout, stderr: &stderr}, args); code != 0 {
+			t.Fatalf("exit status %d: %s", code, stderr.String())
+		}
+		if diff := cmp.Diff(once(t, a[0], b[0], a[1]), stdout.lines()); diff != "" {
+			t.Errorf("reports (-one-shot merge +follow):\n%s", diff)
 		}
 	})
 
