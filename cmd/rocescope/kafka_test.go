@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/rocescope/rocescope/capture/synth"
+	"github.com/rocescope/rocescope/internal/freeport"
 	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/metrics/state"
 	"github.com/rocescope/rocescope/metrics/state/kafka"
@@ -231,10 +232,22 @@ func TestKafkaMergeGroupRestart(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, err := cluster.WaitGroupStable(ctx, "fleet-mergers", 2); err != nil {
-			t.Fatalf("the group of two mergers does not settle: %v", err)
+		// A cooperative rebalance takes two rounds: the group is stable
+		// after the first, with the partitions to move unassigned, so
+		// wait for each merger to own two of the four.
+		if _, err := cluster.WaitGroupInfo(ctx, "fleet-mergers", func(g *kfake.GroupInfo) bool {
+			if g == nil || g.State != "Stable" || len(g.Members) != 2 {
+				return false
+			}
+			for i := range g.Members {
+				if g.Members[i].NumAssigned() != 2 {
+					return false
+				}
+			}
+			return true
+		}); err != nil {
+			t.Fatalf("the group of two mergers does not settle with two partitions each: %v", err)
 		}
-		time.Sleep(300 * time.Millisecond) // a cooperative rebalance may take a second round
 	}
 	merge := func() *follower {
 		return startFollow(t, append(append([]string{"merge", "--exact", "--format", "jsonl", "--follow", "--poll", "20ms", "--wait", "1m",
@@ -370,13 +383,7 @@ func TestKafkaMergeBrokerRestart(t *testing.T) {
 	dirs, _ := splitRun(t, dir, parts)
 	want := mustRunInProcess(t, append(append([]string{"merge", "--exact", "--format", "jsonl"}, mergeRates...), dirs...)...)
 	starts := slices.Sorted(maps.Keys(reportLines(t, want)))
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	data := t.TempDir()
+	port, data := freeport.Pick(t), t.TempDir()
 	start := func() *kfake.Cluster {
 		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.SeedTopics(4, "fleet"), kfake.DataDir(data), kfake.SyncWrites())
 		if err != nil {

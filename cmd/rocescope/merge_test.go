@@ -722,19 +722,21 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// deliver puts a state file into the directories as StateWriter does:
-// written under a temporary name, then renamed.
-func deliver(t *testing.T, state string, dirs ...string) {
+// deliver puts state files into dir as StateWriter does: written under a
+// temporary name, then renamed, all of them at once.
+func deliver(t *testing.T, dir string, states ...string) {
 	t.Helper()
-	data, err := os.ReadFile(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, dir := range dirs {
-		dst := filepath.Join(dir, filepath.Base(state))
-		if err := os.WriteFile(dst+".tmp", data, 0o644); err != nil {
+	for _, state := range states {
+		data, err := os.ReadFile(state)
+		if err != nil {
 			t.Fatal(err)
 		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(state)+".tmp"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, state := range states {
+		dst := filepath.Join(dir, filepath.Base(state))
 		if err := os.Rename(dst+".tmp", dst); err != nil {
 			t.Fatal(err)
 		}
@@ -777,9 +779,7 @@ func TestMergeFollow(t *testing.T) {
 	// once returns the reports of a one-shot merge of states.
 	once := func(t *testing.T, states ...string) []string {
 		d := newDir(t)
-		for _, s := range states {
-			deliver(t, s, d)
-		}
+		deliver(t, d, states...)
 		out := mustRunInProcess(t, append(append([]string{"merge", "--format", "jsonl"}, mergeRates...), d)...)
 		return strings.SplitAfter(out, "\n")[:strings.Count(out, "\n")]
 	}
@@ -797,13 +797,13 @@ func TestMergeFollow(t *testing.T) {
 	t.Run("complete", func(t *testing.T) {
 		d := newDir(t)
 		f := follow(t, d, "--hosts", "hA,hB", "--timeout", "1h")
-		deliver(t, a[0], d)
-		deliver(t, a[1], d)
-		deliver(t, b[1], d)
+		deliver(t, d, a[0])
+		deliver(t, d, a[1])
+		deliver(t, d, b[1])
 		quiet(t, f, 0) // window 1 is complete, but window 0 goes first
-		deliver(t, b[0], d)
+		deliver(t, d, b[0])
 		waitFor(t, "windows 0 and 1", func() bool { return len(f.stdout.lines()) == 2 })
-		deliver(t, a[2], d)
+		deliver(t, d, a[2])
 		quiet(t, f, 2)
 		if code := f.stop(); code != 0 {
 			t.Fatalf("exit status %d after cancel: %s", code, f.stderr.String())
@@ -825,12 +825,12 @@ func TestMergeFollow(t *testing.T) {
 	// emit what arrived and what is pending.
 	t.Run("interrupted while writing", func(t *testing.T) {
 		d := newDir(t)
-		deliver(t, a[0], d)
-		deliver(t, b[0], d)
+		deliver(t, d, a[0])
+		deliver(t, d, b[0])
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		stdout := &onFirstWrite{do: func() {
-			deliver(t, a[1], d)
+			deliver(t, d, a[1])
 			cancel()
 		}}
 		var stderr syncBuffer
@@ -845,16 +845,15 @@ func TestMergeFollow(t *testing.T) {
 
 	t.Run("timeout", func(t *testing.T) {
 		d := newDir(t)
-		f := follow(t, d, "--hosts", "hA,hB", "--timeout", "300ms")
-		deliver(t, a[0], d)
+		f := follow(t, d, "--hosts", "hA,hB", "--timeout", "1s")
+		deliver(t, d, a[0])
 		waitFor(t, "window 0 after the timeout", func() bool { return len(f.stdout.lines()) == 1 })
-		deliver(t, b[0], d)
+		deliver(t, d, b[0])
 		late := filepath.Join(d, filepath.Base(b[0]))
 		waitFor(t, "the warning about the late state", func() bool {
 			return strings.Contains(f.stderr.String(), late) && strings.Contains(f.stderr.String(), "state skipped")
 		})
-		deliver(t, a[1], d)
-		deliver(t, b[1], d)
+		deliver(t, d, a[1], b[1]) // together: window 1 must not time out
 		waitFor(t, "window 1", func() bool { return len(f.stdout.lines()) == 2 })
 		if code := f.stop(); code != 0 {
 			t.Fatalf("exit status %d after cancel: %s", code, f.stderr.String())
@@ -881,7 +880,7 @@ func TestMergeFollow(t *testing.T) {
 	t.Run("written in place", func(t *testing.T) {
 		d := newDir(t)
 		f := follow(t, d, "--hosts", "hA,hB", "--timeout", "1h")
-		deliver(t, a[0], d)
+		deliver(t, d, a[0])
 		// b[0] is written in place, in two parts with polls between
 		// them; a FIFO and a dangling symlink named like state files lie
 		// beside it.
@@ -926,13 +925,13 @@ func TestMergeFollow(t *testing.T) {
 
 	t.Run("hosts seen", func(t *testing.T) {
 		d := newDir(t)
-		deliver(t, a[0], d)
-		deliver(t, b[0], d)
-		deliver(t, a[1], d)
+		deliver(t, d, a[0])
+		deliver(t, d, b[0])
+		deliver(t, d, a[1])
 		f := follow(t, d, "--timeout", "1h")
 		waitFor(t, "window 0", func() bool { return len(f.stdout.lines()) == 1 })
 		quiet(t, f, 1) // hB, seen in window 0, has not delivered window 1
-		deliver(t, b[1], d)
+		deliver(t, d, b[1])
 		waitFor(t, "window 1", func() bool { return len(f.stdout.lines()) == 2 })
 		if code := f.stop(); code != 0 {
 			t.Fatalf("exit status %d after cancel: %s", code, f.stderr.String())

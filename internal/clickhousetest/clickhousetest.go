@@ -6,7 +6,6 @@ package clickhousetest
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rocescope/rocescope/internal/freeport"
 )
 
 // binaries are where Debian and the upstream packages put the server.
@@ -40,7 +41,7 @@ func Start(tb testing.TB) string {
 		tb.Skip("clickhouse-server is not installed")
 	}
 	dir := tb.TempDir()
-	httpPort, tcpPort := freePort(tb), freePort(tb)
+	httpPort, tcpPort := freeport.Pick(tb), freeport.Pick(tb)
 	config := fmt.Sprintf(`<?xml version="1.0"?>
 <yandex>
     <logger><level>information</level><log>%[1]s/server.log</log><errorlog>%[1]s/server.err.log</errorlog><console>0</console></logger>
@@ -129,15 +130,4 @@ func Query(addr, query, path string) (string, error) {
 		err = fmt.Errorf("clickhouse %s: %s: %s", addr, resp.Status, b)
 	}
 	return string(b), err
-}
-
-// freePort returns a TCP port that was free on 127.0.0.1 a moment ago.
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -1,0 +1,50 @@
+// Package freeport picks TCP ports on 127.0.0.1 for the servers tests start
+// (ClickHouse, kfake brokers), below the kernel's range of ephemeral ports:
+// a port from that range, free when picked, can be taken by any outgoing
+// connection before the server binds it, or again while a test restarts
+// the server on the same port, and a client redialing a port nothing
+// listens on can even connect to itself through it.
+package freeport
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"testing"
+)
+
+// lowest is the lowest port picked, above the well-known and most
+// registered service ports.
+const lowest = 20000
+
+// Pick returns a port on 127.0.0.1 that is free now and outside the
+// ephemeral range, and fails tb if it finds none.
+func Pick(tb testing.TB) int {
+	tb.Helper()
+	high := ephemeralLow()
+	for range 100 {
+		port := lowest + rand.IntN(high-lowest)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // taken
+		}
+		l.Close()
+		return port
+	}
+	tb.Fatalf("freeport: no free port in [%d, %d) after 100 tries", lowest, high)
+	return 0
+}
+
+// ephemeralLow returns the first port of the kernel's ephemeral range, or
+// Linux's default where the range cannot be read.
+func ephemeralLow() int {
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		var lo, hi int
+		if _, err := fmt.Sscan(string(b), &lo, &hi); err == nil && lo > lowest+1000 {
+			low = lo
+		}
+	}
+	return low
+}
