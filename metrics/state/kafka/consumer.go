@@ -176,8 +176,10 @@ func (c *Consumer) errorf(format string, a ...any) error {
 }
 
 // assigned runs when partitions are assigned: it reads their committed
-// offsets and the newest window reported from them.
-func (c *Consumer) assigned(ctx context.Context, _ *kgo.Client, m map[string][]int32) {
+// offsets and the newest window reported from them, through cl (c.cl and
+// c.adm may not be set yet: the group can assign before NewConsumer
+// returns).
+func (c *Consumer) assigned(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.joined = true
@@ -186,7 +188,7 @@ func (c *Consumer) assigned(ctx context.Context, _ *kgo.Client, m map[string][]i
 		return
 	}
 	c.changed = true
-	offs, err := c.adm.FetchOffsets(ctx, c.group)
+	offs, err := kadm.NewClient(cl).FetchOffsets(ctx, c.group)
 	if err == nil {
 		err = offs.Error()
 	}
