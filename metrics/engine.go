@@ -108,16 +108,21 @@ func (e *Engine) Run(ctx context.Context, sources []capture.Source, emit func(*W
 	for i, src := range sources {
 		feeds[i] = &feed{src: src, b: capture.NewBatch(batchSize)}
 	}
-	for {
+	for segment := uint32(0); ; segment++ {
 		// A segment runs until the input ends, or until a reader sees
 		// the clock stepped back: then every window so far is emitted
-		// and a new segment starts at the new time.
+		// and a new segment starts at the new time. Its windows carry
+		// its number.
 		seg, stepped := context.WithCancel(inner)
+		emitSegment := func(w *Window) error {
+			w.Segment = segment
+			return emit(w)
+		}
 		var err error
 		if e.cfg.Workers == 1 && len(sources) == 1 {
-			err = e.runInline(seg, feeds[0], emit, cancel)
+			err = e.runInline(seg, feeds[0], emitSegment, cancel)
 		} else {
-			err = e.runPool(seg, feeds, emit, cancel, stepped)
+			err = e.runPool(seg, feeds, emitSegment, cancel, stepped)
 		}
 		stepped()
 		var step *clockStep

@@ -529,7 +529,8 @@ func TestEngineCoverage(t *testing.T) {
 // workers: a damaged first timestamp a day ahead, a clock stepped back ten
 // minutes, and 65 damaged timestamps in a row ten years ahead. Every frame
 // is counted, at most jumpConfirm of them late or out of their window, and
-// the trace's own windows carry the rest.
+// the trace's own windows carry the rest; the windows after the step back
+// are of segment 1.
 func TestEngineClockSteps(t *testing.T) {
 	base := testframes.Trace().Frames[0]
 	sec := int64(time.Second)
@@ -549,24 +550,33 @@ func TestEngineClockSteps(t *testing.T) {
 		name   string
 		frames []capture.Frame
 		real   [2]int64 // the trace's own time range
+		after  [2]int64 // the first and last window start after the step back
 	}{
 		{"first timestamp a day ahead", append([]capture.Frame{at(testframes.Epoch + day)}, real(testframes.Epoch, n)...),
-			[2]int64{testframes.Epoch, testframes.Epoch + 2*sec}},
+			[2]int64{testframes.Epoch, testframes.Epoch + 2*sec}, [2]int64{testframes.Epoch, testframes.Epoch + sec}},
 		{"clock stepped back", append(real(testframes.Epoch, n), real(testframes.Epoch-600*sec, n)...),
-			[2]int64{testframes.Epoch - 600*sec, testframes.Epoch + 2*sec}},
+			[2]int64{testframes.Epoch - 600*sec, testframes.Epoch + 2*sec}, [2]int64{testframes.Epoch - 600*sec, testframes.Epoch - 599*sec}},
 		{"65 future timestamps", func() []capture.Frame {
 			fs := real(testframes.Epoch, n)
 			for i := range 65 {
 				fs[n/2+i].Time = testframes.Epoch + decade + int64(i)
 			}
 			return fs
-		}(), [2]int64{testframes.Epoch, testframes.Epoch + 2*sec}},
+		}(), [2]int64{testframes.Epoch, testframes.Epoch + 2*sec}, [2]int64{testframes.Epoch + sec, testframes.Epoch + sec}},
 	}
 	for _, c := range cases {
 		for _, workers := range []int{1, 2} {
 			wins := runEngine(t, &Config{Workers: workers, Host: "h"}, &testframes.Source{Frames: c.frames, Per: 100})
 			var total, inRange, late, jumps uint64
-			for _, w := range wins {
+			for i, w := range wins {
+				// One step back, to segment 1, whose windows are the
+				// trace's own after the step.
+				if i > 0 && (w.Segment < wins[i-1].Segment || w.Segment == wins[i-1].Segment && w.Start <= wins[i-1].Start) {
+					t.Errorf("%s, %d workers: window %d of segment %d after window %d of segment %d", c.name, workers, w.Start, w.Segment, wins[i-1].Start, wins[i-1].Segment)
+				}
+				if last := i == len(wins)-1; last && w.Segment != 1 || w.Segment == 1 && (w.Start < c.after[0] || w.Start > c.after[1]) {
+					t.Errorf("%s, %d workers: window %d of segment %d; want segment 1 last, its windows from %d to %d", c.name, workers, w.Start, w.Segment, c.after[0], c.after[1])
+				}
 				total += w.Counters[Packets]
 				late += w.Counters[LatePackets]
 				jumps += w.Counters[TimeJumps]

@@ -14,15 +14,17 @@ import (
 	"github.com/rocescope/rocescope/sketch"
 )
 
-// State encoding of a Window (version 1). A state is self-describing and
-// carries a checksum:
+// State encoding of a Window (version 3; version 2 states, which have no
+// segment, decode with segment 0). A state is self-describing and carries
+// a checksum:
 //
 //	magic "RSCOPEWS" | version u8 | body | crc32c(magic..body) u32
 //
 // body, integers big-endian unless marked uvarint, strings as uvarint length
 // and bytes:
 //
-//	start i64 | length i64 | hosts: uvarint n, n strings
+//	start i64 | length i64 | covered part: uvarint from, uvarint to (ns after start)
+//	segment: uvarint (version 3 on) | hosts: uvarint n, n strings
 //	sketch config: seed u64 | distinct bits, cm depth, cm width, top-k size: uvarint
 //	counters: uvarint n, n × (name string | uvarint value), non-zero only;
 //	          section counters are named "opcode/<i>", "pfc_frames/<i>", ...
@@ -38,7 +40,9 @@ import (
 // encode to equal bytes.
 const (
 	stateMagic   = "RSCOPEWS"
-	stateVersion = 2 // 2: the covered part of the window
+	stateVersion = 3 // 2: the covered part of the window; 3: the segment
+	// oldestVersion is the oldest state version decoded.
+	oldestVersion = 2
 )
 
 // ErrState is wrapped by every error decoding a state.
@@ -91,6 +95,7 @@ func (w *Window) AppendBinary(b []byte) ([]byte, error) {
 	from, to := w.covered()
 	b = binary.AppendUvarint(b, uint64(from-w.Start))
 	b = binary.AppendUvarint(b, uint64(to-w.Start))
+	b = binary.AppendUvarint(b, uint64(w.Segment))
 	b = binary.AppendUvarint(b, uint64(len(w.Hosts)))
 	for _, h := range w.Hosts {
 		b = appendString(b, h)
@@ -200,8 +205,10 @@ func CheckStateHeader(data []byte) error {
 	if string(data[:n]) != stateMagic[:n] {
 		return fmt.Errorf("%w (bad magic): %w", ErrNotState, ErrState)
 	}
-	if len(data) > len(stateMagic) && data[len(stateMagic)] != stateVersion {
-		return fmt.Errorf("state version %d, this rocescope reads version %d: %w", data[len(stateMagic)], stateVersion, ErrState)
+	if len(data) > len(stateMagic) {
+		if v := data[len(stateMagic)]; v < oldestVersion || v > stateVersion {
+			return fmt.Errorf("state version %d, this rocescope reads versions %d to %d: %w", v, oldestVersion, stateVersion, ErrState)
+		}
 	}
 	return nil
 }
@@ -400,6 +407,13 @@ func (w *Window) decode(data []byte, reuse bool, maxSketchBytes int64) error {
 		r.fail("covered part %d-%d of a window of %d", from, to, x.Length)
 	}
 	x.From, x.To = x.Start+int64(from), x.Start+int64(to)
+	if body[len(stateMagic)] >= 3 {
+		seg := r.uvarint()
+		if r.err == nil && seg > math.MaxUint32 {
+			r.fail("segment %d", seg)
+		}
+		x.Segment = uint32(seg)
+	}
 	for range r.count(1) {
 		x.Hosts = append(x.Hosts, r.string())
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"runtime"
 	"strings"
 	"testing"
@@ -45,6 +46,47 @@ func TestStateRoundTrip(t *testing.T) {
 			t.Error("decoded window differs")
 		}
 	}
+}
+
+// TestStateSegment: a window's segment goes through its state (version 3),
+// and a version 2 state, which has none (built from a version 3 one by
+// hand), decodes to the same window with segment 0.
+func TestStateSegment(t *testing.T) {
+	w := runEngine(t, &Config{Workers: 1, Host: "h"}, &testframes.Source{Frames: testframes.Trace().Frames, Per: 4})[0]
+	w.Segment = 7
+	var got Window
+	if err := got.UnmarshalBinary(encodeWindow(t, w)); err != nil || got.Segment != 7 {
+		t.Fatalf("segment 7 decodes as %d (%v)", got.Segment, err)
+	}
+	w.Segment = 0
+	v3 := encodeWindow(t, w)
+	v2 := asVersion2(t, v3)
+	got = Window{Segment: 9}
+	if err := got.UnmarshalBinary(v2); err != nil {
+		t.Fatalf("version 2: %v", err)
+	}
+	if again := encodeWindow(t, &got); !bytes.Equal(again, v3) {
+		t.Error("the version 2 state decodes to another window than the version 3 one")
+	}
+}
+
+// asVersion2 returns the version 2 state of the version 3 state v3 of a
+// window of segment 0: its version byte set to 2, the segment's byte taken
+// out after start, length and the covered part, the checksum computed
+// again.
+func asVersion2(tb testing.TB, v3 []byte) []byte {
+	tb.Helper()
+	at := StateHeaderLen + 16
+	for range 2 { // from and to, uvarints
+		_, n := binary.Uvarint(v3[at:])
+		at += n
+	}
+	if v3[len(stateMagic)] != 3 || v3[at] != 0 {
+		tb.Fatalf("not a version 3 state of segment 0")
+	}
+	v2 := append(append([]byte(nil), v3[:at]...), v3[at+1:len(v3)-4]...)
+	v2[len(stateMagic)] = 2
+	return binary.BigEndian.AppendUint32(v2, crc32.Checksum(v2, castagnoli))
 }
 
 // TestStateMergeEqualsOneHost splits the trace between hosts by
@@ -136,11 +178,14 @@ func TestMergeRejectsMismatch(t *testing.T) {
 }
 
 // FuzzWindowState checks that any input either decodes to a window that
-// encodes back to the same bytes, or fails with ErrState.
+// encodes back to the same bytes (for an older version, to a state that
+// decodes to the same window), or fails with ErrState.
 func FuzzWindowState(f *testing.F) {
 	tr := testframes.Trace()
 	for _, w := range runEngine(&testing.T{}, &Config{Workers: 1, Host: "h"}, &testframes.Source{Frames: tr.Frames, Per: 4}) {
-		f.Add(encodeWindow(f, w))
+		b := encodeWindow(f, w)
+		f.Add(b)
+		f.Add(asVersion2(f, b))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var w Window
@@ -151,8 +196,16 @@ func FuzzWindowState(f *testing.F) {
 			}
 			return
 		}
-		if again := encodeWindow(t, &w); !bytes.Equal(again, data) {
-			t.Fatalf("accepted state does not encode back to its bytes")
+		again := encodeWindow(t, &w)
+		if data[len(stateMagic)] == stateVersion {
+			if !bytes.Equal(again, data) {
+				t.Fatalf("accepted state does not encode back to its bytes")
+			}
+			return
+		}
+		var x Window
+		if err := x.UnmarshalBinary(again); err != nil || !bytes.Equal(encodeWindow(t, &x), again) {
+			t.Fatalf("accepted version %d state encodes to a state that does not decode to its window (%v)", data[len(stateMagic)], err)
 		}
 	})
 }
@@ -231,8 +284,11 @@ func TestStateErrorsReadOnce(t *testing.T) {
 	if want := fmt.Sprintf("checksum %08x, want %08x: invalid window state", sum^1, sum); got == nil || got.Error() != want {
 		t.Errorf("flipped checksum: %v, want %q", got, want)
 	}
-	if got := new(Window).UnmarshalBinary([]byte("RSCOPEWS\x03")); got == nil || got.Error() != "state version 3, this rocescope reads version 2: invalid window state" {
-		t.Errorf("version 3: %v", got)
+	for _, v := range []byte{1, 4} {
+		want := fmt.Sprintf("state version %d, this rocescope reads versions 2 to 3: invalid window state", v)
+		if got := new(Window).UnmarshalBinary([]byte("RSCOPEWS" + string(v))); got == nil || got.Error() != want {
+			t.Errorf("version %d: %v, want %q", v, got, want)
+		}
 	}
 	if got := new(Window).UnmarshalBinary([]byte("GIF89a....")); got == nil || got.Error() != "not a rocescope window state (bad magic): invalid window state" {
 		t.Errorf("not a state: %v", got)

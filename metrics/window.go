@@ -27,6 +27,11 @@ type Window struct {
 	// less than [Start, Start+Length) for the first and last windows of a
 	// capture or trace. Rates are computed over it.
 	From, To int64
+	// Segment is the part of its host's capture the window belongs to: 0,
+	// and one more after each clock step back, whose windows start again
+	// at the new time (see the package doc). Two states of one host and
+	// window from different segments hold different frames, and merge.
+	Segment uint32
 
 	Counters Counters
 	Flows    []FlowRecord // exact flow records; canonical (by flow hash, then key) after Normalize

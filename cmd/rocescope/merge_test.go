@@ -501,6 +501,79 @@ func TestStateOutDirectory(t *testing.T) {
 	}
 }
 
+// TestMergeSegments replays two traces of the same two seconds one after
+// the other (--concat): the clock steps back between them, and the second
+// trace's windows come again, in segment 1. With --state-out DIR each
+// segment's windows go to their own files (none overwritten), and merge
+// combines a host's segments into one report per window. The reference is
+// a replay of both traces merged by frame time, in one segment: the
+// merged counters must be its own, but for the jumpConfirm (64) frames
+// that confirmed the step, which are counted late in the last window of
+// segment 0 (so one window has 64 frames more, another 64 fewer).
+func TestMergeSegments(t *testing.T) {
+	dir := t.TempDir()
+	var traces []string
+	for i, seed := range []string{"3", "4"} {
+		trace := filepath.Join(dir, fmt.Sprintf("t%d.pcap", i))
+		mustRunInProcess(t, "gen", "-o", trace, "--packets", "20000", "--flows", "300", "--seed", seed)
+		traces = append(traces, trace)
+	}
+	states := filepath.Join(dir, "states") + "/"
+	concat := parseReports(t, mustRunInProcess(t, append([]string{"replay", "--concat", "--format", "jsonl", "--host", "h", "--state-out", states}, traces...)...))
+	var files []string
+	for _, r := range concat {
+		seg := ""
+		if len(files) >= len(concat)/2 {
+			seg = ".s1"
+		}
+		files = append(files, fmt.Sprintf("h-%s%s%s", r["window_start_ns"], seg, state.Ext))
+	}
+	if got := stateFilesIn(t, states); len(got) != len(files) || len(concat) != 6 {
+		t.Fatalf("%d windows in %d files %q, want 6 and %q", len(concat), len(got), got, files)
+	}
+	for _, f := range files {
+		if _, err := os.Stat(filepath.Join(states, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	merged := parseReports(t, mustRunInProcess(t, "merge", "--format", "jsonl", states))
+	whole := parseReports(t, mustRunInProcess(t, append([]string{"replay", "--format", "jsonl", "--host", "h"}, traces...)...))
+	if len(merged) != 3 || len(whole) != 3 {
+		t.Fatalf("%d merged windows, %d of the whole replay; want 3", len(merged), len(whole))
+	}
+	num := func(r map[string]any, k string) int64 {
+		n, err := r[k].(json.Number).Int64()
+		if err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		return n
+	}
+	moved := 0
+	for i := range merged {
+		m, w := merged[i], whole[i]
+		d := num(m, "packets") - num(w, "packets")
+		switch {
+		case m["window_start_ns"] != w["window_start_ns"]:
+			t.Errorf("window %d starts at %v merged, %v replayed", i, m["window_start_ns"], w["window_start_ns"])
+		case d == 0:
+			for _, k := range []string{"bytes", "roce_packets", "acks", "flows_tracked", "late_packets", "read_requests"} {
+				if m[k] != w[k] {
+					t.Errorf("window %v: %s %v merged, %v replayed", m["window_start_ns"], k, m[k], w[k])
+				}
+			}
+		case d == 64 && num(m, "late_packets") == 64 && num(m, "time_jumps") == 1:
+			moved++
+		case d == -64:
+			moved--
+		default:
+			t.Errorf("window %v: %v packets merged (%v late), %v replayed", m["window_start_ns"], m["packets"], m["late_packets"], w["packets"])
+		}
+	}
+	if moved != 0 {
+		t.Errorf("the 64 frames that confirmed the step were not moved from one window to another")
+	}
+}
+
 // TestMergeRejectsBadInput gives merge damaged states, states that cannot
 // be merged, and states delivered twice, and requires exit status 1, an
 // error that names the offending file and says what is wrong, and no
@@ -601,12 +674,12 @@ func TestMergeRejectsBadInput(t *testing.T) {
 			says: "state at offset 0: length 2147483649 is not that of a state (17 to 2147483648 bytes): invalid window state"},
 		{name: "length short by one", file: edit(func(b []byte) []byte { binary.BigEndian.PutUint32(b, frame-1); return b }), says: "checksum"},
 		{name: "trailing bytes", args: []string{trailing}, file: trailing, says: fmt.Sprintf("state at offset %d: cut after 2 bytes: unexpected EOF: invalid window state", 4+frame)},
-		{name: "version", file: edit(func(b []byte) []byte { b[4+8] = 9; return b }), says: "state at offset 0: state version 9, this rocescope reads version 2: invalid window state"},
+		{name: "version", file: edit(func(b []byte) []byte { b[4+8] = 9; return b }), says: "state at offset 0: state version 9, this rocescope reads versions 2 to 3: invalid window state"},
 		{name: "not a state", file: write([]byte("\x00\x00\x00\x10GET / HTTP/1.1\r\n")), says: "rsstate: not a rocescope state file: invalid window state"},
 		{name: "not a state, long", file: write(bytes.Repeat([]byte("x"), 1<<20)), says: "rsstate: not a rocescope state file: invalid window state"},
 		{name: "empty", file: write(nil), says: "no window state in the file: invalid window state"},
 		{name: "out of order", args: []string{reversed}, file: reversed,
-			says: fmt.Sprintf("state at offset %d: window %s after window %s: states out of window order: invalid window state", len(second), strings.TrimSuffix(filepath.Base(goodFiles[0])[2:], state.Ext), strings.TrimSuffix(filepath.Base(goodFiles[1])[2:], state.Ext))},
+			says: fmt.Sprintf("state at offset %d: window %s after window %s: states out of window order (after a clock step back", len(second), strings.TrimSuffix(filepath.Base(goodFiles[0])[2:], state.Ext), strings.TrimSuffix(filepath.Base(goodFiles[1])[2:], state.Ext))},
 		{name: "fifo", args: []string{filepath.Dir(fifo)}, file: fifo, says: "not a regular file (p---------)"},
 		{name: "sketches too large", file: stateFilesIn(t, filepath.Join(dir, "z", "big"))[0], says: fmt.Sprintf("the limit is %d: state too large: invalid window state (see --max-state-bytes)", limit)},
 		{name: "sketches above --max-state-bytes", flags: []string{"--max-state-bytes", "1000"}, args: []string{good}, file: goodFiles[0], says: "the limit is 1000: state too large"},

@@ -20,10 +20,12 @@ import (
 // State files hold window states, each framed as a 4-byte big-endian
 // length and the state encoding (see [Window.AppendBinary]). A file written
 // with --state-out FILE holds every window of a run in order; with
-// --state-out DIR each window goes to DIR/<host>-<start ns>.rsstate (with
-// '%', '/', '\' and NUL in the host name escaped as %XX), written to a
+// --state-out DIR each window goes to DIR/<host>-<start ns>.rsstate, with
+// '%', '/', '\' and NUL in the host name escaped as %XX, written to a
 // temporary name and renamed, so that a reader following the directory
-// never sees half a file.
+// never sees half a file. The windows of segment n > 0 of a capture whose
+// clock stepped back, which may start where windows of an earlier segment
+// did, go to DIR/<host>-<start ns>.s<n>.rsstate.
 
 // Ext is the extension of per-window state files.
 const Ext = ".rsstate"
@@ -57,7 +59,7 @@ func NewWriter(path string, cfg *metrics.Config) (*Writer, error) {
 	}
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		sw.dir = path
-		probe := sw.fileName(math.MinInt64) + ".tmp"
+		probe := sw.fileName(math.MinInt64, math.MaxUint32) + ".tmp"
 		f, err := os.OpenFile(probe, os.O_WRONLY|os.O_CREATE, 0o644)
 		if err != nil {
 			return nil, fmt.Errorf("state: state output: %w", err)
@@ -92,7 +94,7 @@ func (sw *Writer) Write(w *metrics.Window) error {
 		}
 		return nil
 	}
-	name := sw.fileName(w.Start)
+	name := sw.fileName(w.Start, w.Segment)
 	tmp := name + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return fmt.Errorf("state: write state: %w", err)
@@ -103,9 +105,14 @@ func (sw *Writer) Write(w *metrics.Window) error {
 	return nil
 }
 
-// fileName returns the name of the state file of the window at start.
-func (sw *Writer) fileName(start int64) string {
-	return filepath.Join(sw.dir, fmt.Sprintf("%s-%d%s", fileNameEscaper.Replace(sw.host), start, Ext))
+// fileName returns the name of the state file of the window at start of
+// a segment.
+func (sw *Writer) fileName(start int64, segment uint32) string {
+	seg := ""
+	if segment > 0 {
+		seg = fmt.Sprintf(".s%d", segment)
+	}
+	return filepath.Join(sw.dir, fmt.Sprintf("%s-%d%s%s", fileNameEscaper.Replace(sw.host), start, seg, Ext))
 }
 
 // fileNameEscaper makes a host name usable in a file name. It is

@@ -12,7 +12,8 @@ import (
 
 // Errors of [Merger.Add], besides [metrics.ErrMismatch] and [metrics.ErrState].
 var (
-	// ErrDuplicate: a host delivered the same window twice.
+	// ErrDuplicate: a host delivered the same window twice (of the same
+	// segment of its capture).
 	ErrDuplicate = errors.New("host delivered the window twice")
 	// ErrLate: a window arrived after the merger handed out it or a later
 	// one.
@@ -24,7 +25,9 @@ var (
 // window with [Window.Merge], and refuses what would make the merged window
 // wrong: a window length other than the first state's, a state naming no
 // host, a host delivering a window it already delivered, and a window that
-// was already taken. The zero value is not usable; call [NewMerger]. A
+// was already taken. The states of one host and window from different
+// segments of its capture (after its clock stepped back) hold different
+// frames, and merge. The zero value is not usable; call [NewMerger]. A
 // Merger is not safe for concurrent use.
 type Merger struct {
 	length   int64  // window length of the first state
@@ -37,7 +40,13 @@ type Merger struct {
 // mergeWindow is a window being merged and where its states came from.
 type mergeWindow struct {
 	w    *metrics.Window
-	from map[string]string // host → source that delivered it
+	from map[delivery]string // the source that delivered each host's segment
+}
+
+// delivery is a host's state of a window: one per segment of its capture.
+type delivery struct {
+	host    string
+	segment uint32
 }
 
 // NewMerger returns an empty Merger.
@@ -65,12 +74,12 @@ func (m *Merger) Add(src string, w *metrics.Window) error {
 	}
 	p, ok := m.pending[w.Start]
 	if !ok {
-		p = &mergeWindow{w: w, from: make(map[string]string, len(w.Hosts))}
+		p = &mergeWindow{w: w, from: make(map[delivery]string, len(w.Hosts))}
 		m.pending[w.Start] = p
 	} else {
 		for _, h := range w.Hosts {
-			if prev, dup := p.from[h]; dup {
-				return fmt.Errorf("state: %s: window %s: host %s already delivered it in %s: %w", src, at(), h, prev, ErrDuplicate)
+			if prev, dup := p.from[delivery{h, w.Segment}]; dup {
+				return fmt.Errorf("state: %s: window %s: host %s already delivered it%s in %s: %w", src, at(), h, segmentNote(w.Segment), prev, ErrDuplicate)
 			}
 		}
 		if err := p.w.Merge(w); err != nil {
@@ -78,7 +87,7 @@ func (m *Merger) Add(src string, w *metrics.Window) error {
 		}
 	}
 	for _, h := range w.Hosts {
-		p.from[h] = src
+		p.from[delivery{h, w.Segment}] = src
 	}
 	if p.w != w {
 		m.Recycle(w) // merged: its memory can serve again
@@ -133,8 +142,20 @@ func (m *Merger) Has(start int64, host string) bool {
 	if !ok {
 		return false
 	}
-	_, ok = p.from[host]
-	return ok
+	for d := range p.from {
+		if d.host == host {
+			return true
+		}
+	}
+	return false
+}
+
+// segmentNote says which segment a state is of, after the first.
+func segmentNote(segment uint32) string {
+	if segment == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (segment %d of its capture)", segment)
 }
 
 // Oldest returns the start of the oldest pending window, and false if none

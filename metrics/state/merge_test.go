@@ -131,6 +131,30 @@ func TestMergerRefuses(t *testing.T) {
 			t.Errorf("the late state disturbed the pending windows: took %v", w)
 		}
 	})
+	// After a clock step back, a host delivers a window again from the
+	// next segment of its capture: other frames, which merge; the same
+	// segment twice is still a duplicate.
+	t.Run("segments", func(t *testing.T) {
+		m := NewMerger()
+		if err := m.Add("a.rsstate", fresh("a")); err != nil {
+			t.Fatal(err)
+		}
+		again := fresh("a")
+		again.Segment = 1
+		if err := m.Add("a.s1.rsstate", again); err != nil {
+			t.Fatalf("segment 1 of the window: %v", err)
+		}
+		dup := fresh("a")
+		dup.Segment = 1
+		err := m.Add("copy.rsstate", dup)
+		if !errors.Is(err, ErrDuplicate) || !strings.Contains(err.Error(), "host a already delivered it (segment 1 of its capture) in a.s1.rsstate") {
+			t.Fatalf("error %v, want ErrDuplicate naming segment 1 and a.s1.rsstate", err)
+		}
+		w := m.Take()
+		if one := fresh("a"); w.Counters[metrics.Packets] != 2*one.Counters[metrics.Packets] || !slices.Equal(w.Hosts, []string{"a"}) {
+			t.Errorf("merged %d packets of hosts %q, want %d of [a]", w.Counters[metrics.Packets], w.Hosts, 2*one.Counters[metrics.Packets])
+		}
+	})
 }
 
 // encodeWindow returns the state encoding of w.

@@ -16,6 +16,9 @@ import (
 // whose states are not in window order.
 var ErrOrder = errors.New("states out of window order")
 
+// orderHint follows ErrOrder: the one way a Writer makes such a file.
+const orderHint = " (after a clock step back a capture writes windows again, in a new segment: into a directory, each state gets a file of its own, and those merge)"
+
 // MergeFiles merges the states of the state files paths window by window
 // and calls emit with each merged window in time order as soon as no file
 // can add to it: once every file delivered a state of a later window or
@@ -217,7 +220,7 @@ func (fs *Files) advance(ctx context.Context, in *input, w *metrics.Window) erro
 		return err
 	}
 	if w != nil && next <= w.Start {
-		return sr.errorf("window %d after window %d: %w: %w", next, w.Start, ErrOrder, metrics.ErrState)
+		return sr.errorf("window %d after window %d: %w%s: %w", next, w.Start, ErrOrder, orderHint, metrics.ErrState)
 	}
 	in.next = next
 	return nil

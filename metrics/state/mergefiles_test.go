@@ -124,9 +124,9 @@ func TestMergeFilesRefuses(t *testing.T) {
 		error string
 	}{
 		{"out of order", func(p string) { writeStates(t, p, "a", a, []int64{a.Start + a.Length, a.Start}) }, ErrOrder,
-			fmt.Sprintf("state: %%s: state at offset %d: window %d after window %d: states out of window order: invalid window state", second, a.Start, a.Start+a.Length)},
+			fmt.Sprintf("state: %%s: state at offset %d: window %d after window %d: states out of window order%s: invalid window state", second, a.Start, a.Start+a.Length, orderHint)},
 		{"window twice", func(p string) { writeStates(t, p, "a", a, []int64{a.Start, a.Start}) }, ErrOrder,
-			fmt.Sprintf("state: %%s: state at offset %d: window %d after window %d: states out of window order: invalid window state", second, a.Start, a.Start)},
+			fmt.Sprintf("state: %%s: state at offset %d: window %d after window %d: states out of window order%s: invalid window state", second, a.Start, a.Start, orderHint)},
 		{"empty", func(p string) { os.WriteFile(p, nil, 0o644) }, metrics.ErrState,
 			"state: %s: no window state in the file: invalid window state"},
 		{"not a state file", func(p string) { os.WriteFile(p, bytes.Repeat([]byte("GIF89a"), 1000), 0o644) }, metrics.ErrState,

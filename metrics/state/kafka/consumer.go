@@ -128,10 +128,12 @@ type partition struct {
 	parts   map[partKey]*partial
 }
 
-// partKey names a host's state of a window, whose parts come together.
+// partKey names a host's state of a window (of a segment of its capture),
+// whose parts come together.
 type partKey struct {
-	start int64
-	host  string
+	start   int64
+	host    string
+	segment uint32
 }
 
 // partial is a host's state of which some parts arrived.
@@ -352,7 +354,7 @@ func (c *Consumer) record(b *Batch, p *partition, r *kgo.Record, spare func() *m
 		b.States = append(b.States, State{Window: w, Source: src})
 		return nil
 	}
-	k := partKey{h.start, h.host}
+	k := partKey{h.start, h.host, w.Segment}
 	pt, ok := p.parts[k]
 	if !ok {
 		p.parts[k] = &partial{w: w, got: 1, n: h.n, source: src}
