@@ -241,7 +241,10 @@ func (p *Packet) cooked(addr []byte, alen int, proto uint16, rest []byte, port u
 // erf decodes an ERF record: a 16-byte header, extension headers, then an
 // InfiniBand packet (type 21) or an Ethernet frame behind two pad bytes
 // (type 2). The wire length bounds the packet, so the padding that rounds
-// records to 8 bytes is never read as packet bytes.
+// records to 8 bytes is never read as packet bytes. The header's record
+// length is not used: the capture record that holds the ERF record frames
+// it, and Wireshark, too, decodes a record whose length field is below
+// the header.
 func (p *Packet) erf(b []byte, port uint16) Error {
 	const (
 		erfTypeEthernet   = 2
@@ -250,10 +253,7 @@ func (p *Packet) erf(b []byte, port uint16) Error {
 	if len(b) < 16 {
 		return ErrTruncated
 	}
-	typ, rlen, wlen := b[8], int(be16(b[10:12])), int(be16(b[14:16]))
-	if rlen < 16 {
-		return ErrERF
-	}
+	typ, wlen := b[8], int(be16(b[14:16]))
 	off := 16
 	for more := typ&0x80 != 0; more; off += 8 {
 		if len(b) < off+8 {

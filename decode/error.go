@@ -6,7 +6,7 @@ import "strconv"
 // not valid; every code but ErrTruncated means "malformed".
 const (
 	ErrLinkType  Error = iota + 2 // the link type is not one the decoder supports
-	ErrERF                        // ERF record header: record length shorter than the header
+	ErrERF                        // no longer given (an ERF record's length field is not used); kept so the codes after it keep their numbers
 	ErrIPVersion                  // raw IP link: version nibble is neither 4 nor 6
 	ErrIPv4                       // IPv4 header: version, IHL below 5, or total length below the header
 	ErrIPv6                       // IPv6 header: version, or an extension header longer than the payload

@@ -91,16 +91,15 @@
 //
 // A damaged input yields an error that names the file, the record or block
 // number (1-based) and the byte offset, and wraps one of [ErrTruncated],
-// [ErrBadMagic], [ErrRecordTooLarge], [ErrBadBlock], [ErrBadRecord] or
-// [ErrBadGzip].
+// [ErrBadMagic], [ErrRecordTooLarge], [ErrBadBlock] or [ErrBadGzip].
 // Offsets in gzip input count decompressed bytes. Next first returns the
 // frames before the damage, then the error, and then the same error again.
 // With Options.KeepGoing the damage is counted in Stats().Errors instead and
 // reading goes on at the next plausible record, or with the next file.
 //
 // A file whose first bytes start no known format is not damaged but no
-// capture at all ("capture: notes.txt: not a capture file (pcap, pcapng,
-// ERF or gzip of one): first bytes ..."): its error wraps [ErrNotCapture]
+// capture at all ("capture: notes.txt: not a capture file (pcap, pcapng or
+// gzip of one): first bytes ..."): its error wraps [ErrNotCapture]
 // (and so [ErrBadMagic]) and ends reading even with Options.KeepGoing.
 //
 // Records longer than Options.SnapLimit, and pcapng section, interface and

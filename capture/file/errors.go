@@ -23,13 +23,6 @@ var (
 	// ErrBadBlock means a pcapng block is inconsistent: its lengths do not
 	// agree, its body overruns it, or it refers to an unknown interface.
 	ErrBadBlock = errors.New("bad pcapng block")
-	// ErrBadRecord means a record's bytes contradict its link type: an ERF
-	// record (link type 197) whose record length is below the 16 bytes of
-	// its own header, which Wireshark's ERF file reader rejects as a bad
-	// file. (tshark 4.0 shows such a record inside pcap as if the length
-	// were sound.) The record's own lengths are sound, so KeepGoing skips
-	// it alone.
-	ErrBadRecord = errors.New("bad record")
 	// ErrBadGzip means a gzip stream is corrupt: a bad header, checksum or
 	// compressed data. A cut gzip stream is ErrTruncated.
 	ErrBadGzip = errors.New("corrupt gzip stream")
@@ -47,27 +40,11 @@ type notCapture struct{}
 
 // Error says what the file is not.
 func (notCapture) Error() string {
-	return "not a capture file (pcap, pcapng, ERF or gzip of one)"
+	return "not a capture file (pcap, pcapng or gzip of one)"
 }
 
 // Is makes ErrNotCapture match ErrBadMagic.
 func (notCapture) Is(target error) bool { return target == ErrBadMagic }
-
-// erfHeaderLen is the length of the ERF record header without extensions.
-const erfHeaderLen = 16
-
-// erfSound reports whether the ERF record in data has a record length
-// (rlen, bytes 10-11, big-endian) of at least its header. A record too
-// short to hold the field is left to the decoder, which finds it
-// truncated.
-func erfSound(data []byte) bool {
-	return len(data) < erfHeaderLen || int(data[10])<<8|int(data[11]) >= erfHeaderLen
-}
-
-// erfDamage describes the ERF record in data that erfSound refused.
-func erfDamage(data []byte) string {
-	return fmt.Sprintf("ERF record length %d is below the %d-byte ERF header", int(data[10])<<8|int(data[11]), erfHeaderLen)
-}
 
 // errImplausible marks a classic pcap record that KeepGoing treats as
 // damage although its lengths are sound: its header, or the one after it,

@@ -59,7 +59,7 @@ func TestErrors(t *testing.T) {
 		{"empty", nil, nil, 0, ErrTruncated, "empty file"},
 		{"inside magic", pc[:3], nil, 0, ErrTruncated, "truncated input: file of 3 bytes ends inside the magic d4 c3 b2 a1"},
 		{"gzip inside magic", []byte{0x1f}, nil, 0, ErrTruncated, "truncated input: file of 1 bytes ends inside the magic 1f 8b"},
-		{"bad magic", []byte("hello, world"), nil, 0, ErrNotCapture, "not a capture file (pcap, pcapng, ERF or gzip of one): first bytes 68 65 6c 6c"},
+		{"bad magic", []byte("hello, world"), nil, 0, ErrNotCapture, "not a capture file (pcap, pcapng or gzip of one): first bytes 68 65 6c 6c"},
 		{"short file header", pc[:23], nil, 0, ErrTruncated, "file header at offset 0: truncated input: input ends after 23 of 24 bytes"},
 		{"pcap version", patch(pc, 4, 3), nil, 0, ErrBadMagic, "file header at offset 0: unknown file format: pcap version 3, want 2"},
 		{"short record header", pc[:50+15], nil, 1, ErrTruncated, "record 2 at offset 50: truncated input: input ends after 15 of 16 bytes"},

@@ -198,7 +198,7 @@ func TestNotCapture(t *testing.T) {
 					}
 					defer src.Close()
 					got, err := readAll(t, src, 2)
-					want := "capture: " + paths[1] + ": not a capture file (pcap, pcapng, ERF or gzip of one)" + c.tail
+					want := "capture: " + paths[1] + ": not a capture file (pcap, pcapng or gzip of one)" + c.tail
 					if err == nil || err.Error() != want || !errors.Is(err, ErrNotCapture) || !errors.Is(err, ErrBadMagic) {
 						t.Fatalf("error %v, want %q wrapping ErrBadMagic and ErrBadMagic", err, want)
 					}

@@ -140,7 +140,7 @@ func (r *pcapReader) read(b *capture.Batch) error {
 			h := data[pos : pos+pcapRecordHeaderLen]
 			capLen := r.u32(h[8:])
 			end := pos + pcapRecordHeaderLen + int(capLen)
-			if capLen <= r.limit && end <= len(data) && (r.link != decode.LinkERF || erfSound(data[pos+pcapRecordHeaderLen:end])) &&
+			if capLen <= r.limit && end <= len(data) &&
 				(!r.strict || r.sound(data[pos:], end-pos, prev) || w.base+int64(pos) == r.vouched) {
 				if r.strict {
 					prev = int64(r.u32(h[0:]))
@@ -204,10 +204,6 @@ func (r *pcapReader) slow() error {
 			r.damaged()
 		}
 		return at.short(err, len(w.data)-w.pos, need)
-	}
-	if r.link == decode.LinkERF && !erfSound(w.data[w.pos+pcapRecordHeaderLen:w.pos+need]) {
-		r.skipped(need)
-		return at.damage(ErrBadRecord, "%s", erfDamage(w.data[w.pos+pcapRecordHeaderLen:]))
 	}
 	if !r.strict {
 		return nil

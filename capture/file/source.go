@@ -45,8 +45,7 @@ type Options struct {
 	// short). After damage, reading goes on at the first offset, searched
 	// byte by byte, that starts a chain of three plausible records, each
 	// within a week of the one before (or fewer reaching the exact end of
-	// the file): payload bytes are not taken for records. A record with
-	// sound lengths but bad contents (ErrBadRecord) is skipped alone.
+	// the file): payload bytes are not taken for records.
 	//
 	// For pcapng, reading goes on at the next block, found in steps of 4
 	// bytes, of a known type whose two lengths agree (a block with sound

@@ -339,7 +339,10 @@ def sll_frames(v2):
 
 def erf_frames():
     """ERF records: InfiniBand (type 21), padded to 8 bytes as Endace DAG
-    cards write them, one with an extension header, and Ethernet (type 2)."""
+    cards write them, one with an extension header, and Ethernet (type 2);
+    then two whose record length (rlen) is below the 16-byte header, 8 and
+    0, which Wireshark decodes as if it were sound (the pcap record frames
+    the ERF record)."""
     out = []
     for i, ib in enumerate(ib_frames()):
         typ = 21
@@ -355,6 +358,8 @@ def erf_frames():
     eth = bytes(transport_frames()[0])
     hdr = struct.pack("<Q", 0x482B41F000000000) + struct.pack(">BBHHH", 2, 0x04, 16 + 2 + len(eth), 0, len(eth))
     out.append(hdr + b"\0\0" + eth)
+    for rlen, rec in ((8, out[0]), (0, out[-1])):
+        out.append(rec[:10] + struct.pack(">H", rlen) + rec[12:])
     return out
 
 
@@ -400,7 +405,7 @@ def main():
         ("ethernet-erspan2-outer-ipv6", m[4], 0), ("ethernet-rocev1", rocev1_frames()[0], 0),
         ("ethernet-pfc", control_frames()[0], 0), ("ethernet-cm-req", cm_frames()[0], 0),
         ("raw-ipv6", raw[1], 1), ("sll-send", sll_frames(False)[1], 2), ("erf-ib-ext", erf[1], 3),
-        ("erf-ethernet", erf[-1], 3), ("ib-grh-ack", ib[3], 6), ("sll2-ack", sll_frames(True)[3], 7),
+        ("erf-ethernet", erf[-3], 3), ("erf-ethernet-rlen-0", erf[-1], 3), ("ib-grh-ack", ib[3], 6), ("sll2-ack", sll_frames(True)[3], 7),
     ])
 
 
