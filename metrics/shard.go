@@ -125,6 +125,7 @@ type shard struct {
 	high   int64             // newest window index opened
 	active [2][]int32        // slab positions of the flows whose counters are in the open window of each parity
 	warm   uint64            // sink of handleBatch's prefetching loads, so they are not optimized away
+	home   [batchSize]uint32 // scratch of handleBatch: the home slot's entry of each event
 	pool   *windowPool       // where open windows come from
 	closed []*Window         // windows closed since the last drain
 	flows  int               // flows of the last window closed: what a new one is made room for
@@ -290,10 +291,14 @@ func (s *shard) sweep(oldest int64) int {
 // their entries in the cache.
 func (s *shard) handleBatch(evs []event) {
 	t := s.tab
-	var sum uint64
+	home := s.home[:len(evs)]
 	for i := range evs {
-		if sl := t.slots[evs[i].hash&t.mask]; sl.idx != 0 {
-			e := t.at(int32(sl.idx - 1))
+		home[i] = t.slots[evs[i].hash&t.mask].idx
+	}
+	var sum uint64
+	for _, idx := range home {
+		if idx != 0 {
+			e := t.at(int32(idx - 1))
 			sum += e.hash + e.rec.C[FlowPackets] + uint64(e.epsn) // lines 0, 2 and 5 (and 1, 3, 4 beside them)
 		}
 	}
