@@ -285,10 +285,11 @@ func (s *shard) sweep(oldest int64) int {
 	return n
 }
 
-// handleBatch accounts a batch of RoCE frames. It first reads the table
-// slot and entry of every event, loads that do not depend on each other and
-// so miss the cache in parallel, then handles the events in order with
-// their entries in the cache.
+// handleBatch accounts a batch of RoCE frames. It first reads the home
+// table slot of every event, then the entry each names, two passes of
+// loads that do not depend on each other within the pass and so miss the
+// cache in parallel, then handles the events in order with their entries
+// in the cache.
 func (s *shard) handleBatch(evs []event) {
 	t := s.tab
 	home := s.home[:len(evs)]
