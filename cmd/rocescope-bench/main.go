@@ -28,7 +28,6 @@ import (
 	"slices"
 	"strconv"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -116,8 +115,10 @@ func run(ctx context.Context, args []string) error {
 	host, _ := os.Hostname()
 	fmt.Printf("rocescope-bench on %s: %s/%s, %d CPUs, %s; traces of %d-byte frames in %s; median of %d runs\n\n",
 		host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), *snap, *dir, *runs)
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "conns\tframes\tcontestant\tMpps\tCPU ns/frame\tvs walk\tvs tshark\tpeak RSS MiB\tpage faults\t")
+	// Fixed columns rather than a tabwriter: each trace's rows are printed
+	// as soon as they are measured, and still line up with the others.
+	const row = "%8v %9v %20v %7v %13v %8v %10v %13v %12v\n"
+	fmt.Printf(row, "conns", "frames", "contestant", "Mpps", "CPU ns/frame", "vs walk", "vs tshark", "peak RSS MiB", "page faults")
 	for _, c := range *conns {
 		for _, n := range *frames {
 			trace := filepath.Join(*dir, fmt.Sprintf("gen-%d-%d-%d.pcap", n, c, *snap))
@@ -146,11 +147,8 @@ func run(ctx context.Context, args []string) error {
 				if last := list[len(list)-1]; last.name == "tshark -T fields" && i != len(list)-1 {
 					vsT = fmt.Sprintf("%.0fx", rate(r)/rate(results[len(list)-1]))
 				}
-				fmt.Fprintf(tw, "%d\t%d\t%s\t%.2f\t%.0f\t%.2f\t%s\t%.0f\t%d\t\n", c, n, ct.name, rate(r)/1e6,
-					float64(r.cpu.Nanoseconds())/float64(n), rate(r)/rate(results[0]), vsT, float64(r.maxRSS)/(1<<20), r.faults)
-			}
-			if err := tw.Flush(); err != nil {
-				return err
+				fmt.Printf(row, c, n, ct.name, fmt.Sprintf("%.2f", rate(r)/1e6), fmt.Sprintf("%.0f", float64(r.cpu.Nanoseconds())/float64(n)),
+					fmt.Sprintf("%.2f", rate(r)/rate(results[0])), vsT, fmt.Sprintf("%.0f", float64(r.maxRSS)/(1<<20)), r.faults)
 			}
 		}
 	}
