@@ -29,5 +29,5 @@
 // A live source's Open returns an [InterfaceError] wrapping
 // [ErrInterfaceNotFound] for an interface that does not exist, and its
 // Next one wrapping [ErrInterfaceGone] once the interface has been deleted
-// (AF_XDP and AF_PACKET).
+// (AF_XDP, AF_PACKET and libpcap).
 package capture

@@ -110,6 +110,7 @@ type Source struct {
 	arena  []byte // frame copies of the current batch
 	used   int
 	last   pcap.Stats // libpcap's counters at the last Stats or Close
+	gone   error      // the interface disappeared: what every later Next returns
 
 	received atomic.Uint64
 }
@@ -180,8 +181,14 @@ func (g *Group) Close() error { return g.src.Close() }
 // on eth1, link type EN10MB, filter roce".
 func (g *Group) Describe() string { return g.describe }
 
+// ifaceGone is libpcap's error text (pcap-linux.c) for a
+// read from an interface that was deleted.
+const ifaceGone = "The interface disappeared"
+
 // Next fills b with copies of the frames libpcap has, until b is full or a
-// read times out. It returns os.ErrClosed after Close.
+// read times out. It returns os.ErrClosed after Close, and an error
+// wrapping capture.ErrInterfaceGone, from then on, once the interface has
+// disappeared.
 func (s *Source) Next(b *capture.Batch) error {
 	b.Frames = b.Frames[:0]
 	if cap(b.Frames) == 0 {
@@ -197,12 +204,22 @@ func (s *Source) Next(b *capture.Batch) error {
 		if s.closed.Load() {
 			return os.ErrClosed
 		}
+		if s.gone != nil {
+			return fmt.Errorf("libpcap: %w", s.gone)
+		}
 		data, ci, err := s.h.ZeroCopyReadPacketData()
 		switch {
 		case err == pcap.NextErrorTimeoutExpired:
 			return nil
 		case errors.Is(err, io.EOF) && s.closed.Load():
 			return os.ErrClosed
+		case err == pcap.NextErrorReadError:
+			why := s.h.Error()
+			if why != nil && why.Error() == ifaceGone {
+				s.gone = &capture.InterfaceError{Iface: s.iface, Err: capture.ErrInterfaceGone}
+				return fmt.Errorf("libpcap: %w", s.gone)
+			}
+			return fmt.Errorf("libpcap: %s: read after %d frames: %w: %v", s.iface, s.received.Load()+uint64(len(b.Frames)), err, why)
 		case err != nil:
 			return fmt.Errorf("libpcap: %s: read after %d frames: %w", s.iface, s.received.Load()+uint64(len(b.Frames)), err)
 		}

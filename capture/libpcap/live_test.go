@@ -182,6 +182,18 @@ func TestCloseLive(t *testing.T) {
 	_ = src.Stats()
 }
 
+// TestInterfaceGoneLive deletes the interface while Next waits: Next must
+// say so within a second, and Close must still succeed.
+func TestInterfaceGoneLive(t *testing.T) {
+	p := netnstest.New(t)
+	g := openLive(t, p, nil)
+	took := netnstest.CheckInterfaceGone(t, g.Sources()[0], p.IfB, func() { p.DeleteLink(t) })
+	t.Logf("Next noticed in %v", took)
+	if err := g.Close(); err != nil {
+		t.Errorf("Close after the interface went: %v", err)
+	}
+}
+
 // BenchmarkNextLive measures Next through libpcap (a copy per frame
 // included): 40960 RoCE frames are sent with the timer stopped, then read.
 func BenchmarkNextLive(b *testing.B) {
