@@ -74,7 +74,13 @@ func (a *analysis) run(ctx context.Context, e *env, sources []capture.Source) (e
 	stopProgress := a.showProgress(con, eng)
 	defer stopProgress()
 
+	segment := uint32(0)
 	err = eng.Run(ctx, sources, func(w *metrics.Window) error {
+		if w.Segment != segment {
+			segment = w.Segment
+			fmt.Fprintf(e.stderr, "rocescope: the frames' clock stepped back; windows start again at %s (segment %d, counted in time_jumps)\n",
+				time.Unix(0, w.Start).UTC().Format(time.RFC3339Nano), segment)
+		}
 		if states != nil {
 			if err := states.Write(w); err != nil {
 				return err

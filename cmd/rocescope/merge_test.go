@@ -519,7 +519,11 @@ func TestMergeSegments(t *testing.T) {
 		traces = append(traces, trace)
 	}
 	states := filepath.Join(dir, "states") + "/"
-	concat := parseReports(t, mustRunInProcess(t, append([]string{"replay", "--concat", "--format", "jsonl", "--host", "h", "--state-out", states}, traces...)...))
+	code, out, stderr := runInProcess(context.Background(), append([]string{"replay", "--concat", "--format", "jsonl", "--host", "h", "--state-out", states}, traces...)...)
+	if want := "rocescope: the frames' clock stepped back; windows start again at 2023-11-14T22:13:20Z (segment 1, counted in time_jumps)\n"; code != 0 || stderr != want {
+		t.Fatalf("replay --concat: exit status %d, stderr %q; want 0 and %q", code, stderr, want)
+	}
+	concat := parseReports(t, out)
 	var files []string
 	for _, r := range concat {
 		seg := ""
