@@ -59,8 +59,9 @@
 // them (a clock stepped back) ends the segment: every window is emitted as
 // at the end of the input, and the readers, tables and collector start
 // again at the new time, in the next segment (Window.Segment), whose
-// windows may start where windows of the earlier one did; a frame far ahead of the clock is held in the
-// newest window until enough frames confirm the jump (see TimeJumps).
+// windows may start where windows of the earlier one did. A frame far ahead
+// of the clock is held in the newest window until enough frames confirm
+// the jump (see TimeJumps).
 //
 // # Lifetime and concurrency
 //

@@ -14,9 +14,11 @@ import (
 	"github.com/rocescope/rocescope/sketch"
 )
 
-// State encoding of a Window (version 3; version 2 states, which have no
-// segment, decode with segment 0). A state is self-describing and carries
-// a checksum:
+// State encoding of a Window. A window of segment 0 is written as version 2,
+// which has no segment, so that a rocescope that reads only version 2 (an
+// older merger) still reads it; a window of a later segment is written as
+// version 3, and a version 3 state of segment 0 is refused as not
+// canonical. A state is self-describing and carries a checksum:
 //
 //	magic "RSCOPEWS" | version u8 | body | crc32c(magic..body) u32
 //
@@ -24,7 +26,7 @@ import (
 // and bytes:
 //
 //	start i64 | length i64 | covered part: uvarint from, uvarint to (ns after start)
-//	segment: uvarint (version 3 on) | hosts: uvarint n, n strings
+//	segment: uvarint (version 3 only) | hosts: uvarint n, n strings
 //	sketch config: seed u64 | distinct bits, cm depth, cm width, top-k size: uvarint
 //	counters: uvarint n, n × (name string | uvarint value), non-zero only;
 //	          section counters are named "opcode/<i>", "pfc_frames/<i>", ...
@@ -40,7 +42,7 @@ import (
 // encode to equal bytes.
 const (
 	stateMagic   = "RSCOPEWS"
-	stateVersion = 3 // 2: the covered part of the window; 3: the segment
+	stateVersion = 3 // 2: the covered part of the window; 3: the segment, when not 0
 	// oldestVersion is the oldest state version decoded.
 	oldestVersion = 2
 )
@@ -89,13 +91,19 @@ var counterIndex = func() map[string]int {
 func (w *Window) AppendBinary(b []byte) ([]byte, error) {
 	start := len(b)
 	b = append(b, stateMagic...)
-	b = append(b, stateVersion)
+	if w.Segment == 0 {
+		b = append(b, oldestVersion)
+	} else {
+		b = append(b, stateVersion)
+	}
 	b = binary.BigEndian.AppendUint64(b, uint64(w.Start))
 	b = binary.BigEndian.AppendUint64(b, uint64(w.Length))
 	from, to := w.covered()
 	b = binary.AppendUvarint(b, uint64(from-w.Start))
 	b = binary.AppendUvarint(b, uint64(to-w.Start))
-	b = binary.AppendUvarint(b, uint64(w.Segment))
+	if w.Segment != 0 {
+		b = binary.AppendUvarint(b, uint64(w.Segment))
+	}
 	b = binary.AppendUvarint(b, uint64(len(w.Hosts)))
 	for _, h := range w.Hosts {
 		b = appendString(b, h)
@@ -407,10 +415,10 @@ func (w *Window) decode(data []byte, reuse bool, maxSketchBytes int64) error {
 		r.fail("covered part %d-%d of a window of %d", from, to, x.Length)
 	}
 	x.From, x.To = x.Start+int64(from), x.Start+int64(to)
-	if body[len(stateMagic)] >= 3 {
+	if body[len(stateMagic)] == 3 {
 		seg := r.uvarint()
-		if r.err == nil && seg > math.MaxUint32 {
-			r.fail("segment %d", seg)
+		if r.err == nil && (seg == 0 || seg > math.MaxUint32) {
+			r.fail("segment %d in a version 3 state", seg)
 		}
 		x.Segment = uint32(seg)
 	}

@@ -115,6 +115,7 @@ func (w *Window) Seed() uint64 { return w.sketchConfig.Seed }
 
 // reset empties w for reuse as window start, keeping its memory.
 func (w *Window) reset(start, length int64) {
+	// Segment is left: the engine sets it on every window it emits.
 	w.Start, w.Length = start, length
 	w.From, w.To = start, start
 	w.Hosts = w.Hosts[:0]

@@ -38,8 +38,7 @@ type pcapReader struct {
 	lastSec  uint32 // seconds of the last good record, for resynchronisation
 	seen     bool   // a good record has been read: lastSec is set
 	scanning bool   // looking for the next plausible record after damage
-	resume   int64  // window offset to go on from after damage; -1: none
-	rescan   bool   // search for a plausible record from resume
+	resume   int64  // window offset to search for a plausible record from after damage; -1: none
 	vouched  int64  // offset of a record the slow path found sound although the header after it is not
 }
 
@@ -239,14 +238,7 @@ func (r *pcapReader) slow() error {
 // resynchronisation would start.
 func (r *pcapReader) damaged() {
 	r.rec++
-	r.resume, r.rescan = r.w.offset()+1, true
-}
-
-// skipped notes that the record at the read position, of n bytes with its
-// header, is bad but has sound lengths: reading may go on right after it.
-func (r *pcapReader) skipped(n int) {
-	r.rec++
-	r.resume, r.rescan = r.w.offset()+int64(n), false
+	r.resume = r.w.offset() + 1
 }
 
 // resync prepares reading to go on after damage. It reports false when the
@@ -257,7 +249,7 @@ func (r *pcapReader) resync() bool {
 	}
 	r.w.pos = int(r.resume - r.w.base)
 	r.resume = -1
-	r.scanning = r.rescan
+	r.scanning = true
 	return true
 }
 

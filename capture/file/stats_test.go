@@ -123,8 +123,8 @@ func erfRecord(rlen uint16, n int) []byte {
 // TestERFRecordLength checks that ERF records whose record length is below
 // their 16-byte header (8, and 0) are read like any other, from pcap and
 // pcapng: the capture record frames the ERF record, and tshark decodes
-// such a record as if its length were sound (cmd/rocescope's tshark test
-// compares the decoding).
+// such a record as if its length were sound (decode's tshark test compares
+// the decoding of such records in testdata/decode/erf.pcap).
 func TestERFRecordLength(t *testing.T) {
 	le := binary.LittleEndian
 	recs := [][]byte{erfRecord(36, 20), erfRecord(8, 20), erfRecord(0, 20), erfRecord(16, 0)}

@@ -213,9 +213,10 @@ type stateInput interface {
 	// Read hands the states that arrived since the last call to m.add,
 	// waiting at most until ctx is done or the poll interval passes, and
 	// says how far the input got. A Read called once ctx is done is the
-	// last: it returns what a last read found. An input that reads in window order calls m.settled as
-	// it goes, so that the windows no state still to be read can add to
-	// are emitted before the next is read.
+	// last: it returns what a last read found. An input that reads in
+	// window order calls m.settled as it goes, so that the windows no
+	// state still to be read can add to are emitted before the next is
+	// read.
 	Read(ctx context.Context, m *merger) (inputState, error)
 	// Reported says that the reports of every window up to the one that
 	// starts at start are written out.
@@ -317,10 +318,14 @@ func (m *merger) complete(start int64) bool {
 func (m *merger) spare() *metrics.Window { return m.merged.Spare() }
 
 // add merges the state w, read from src, into its pending window. A state
-// of a window already emitted (with --follow, after --timeout) is skipped
-// with a warning; any other bad state is an error naming src.
+// of a window already emitted (with --follow, after --timeout, or of a
+// later segment of a capture whose clock stepped back) is skipped with a
+// warning; any other bad state is an error naming src.
 func (m *merger) add(src string, w *metrics.Window) error {
 	switch err := m.merged.Add(src, w); {
+	case errors.Is(err, state.ErrLate) && w.Segment > 0:
+		fmt.Fprintf(m.e.stderr, "rocescope merge: %v: it is of segment %d, after its capture's clock stepped back, and its window is reported already (a merge of the files once, without --follow, adds it); state skipped\n", err, w.Segment)
+		m.merged.Recycle(w)
 	case errors.Is(err, state.ErrLate):
 		fmt.Fprintf(m.e.stderr, "rocescope merge: %v: reports up to a later window are out (raise --timeout); state skipped\n", err)
 		m.merged.Recycle(w)
@@ -399,7 +404,8 @@ var _ stateInput = (*fileInput)(nil)
 // for the first read) and reads what is new: a state not yet complete is
 // left for the next poll, a file that vanished is forgotten, and a file
 // that is not a regular file is skipped with a warning, once. Once ctx is
-// done it reads the directories a last time and returns inputEnd.
+// done it reads the directories a last time and returns inputEnd; a read
+// that ctx interrupts returns inputBehind, and the merger reads again.
 func (in *fileInput) Read(ctx context.Context, m *merger) (inputState, error) {
 	if in.offsets == nil {
 		in.offsets = make(map[string]int64)

@@ -576,6 +576,31 @@ func TestMergeSegments(t *testing.T) {
 	if moved != 0 {
 		t.Errorf("the 64 frames that confirmed the step were not moved from one window to another")
 	}
+
+	// merge --follow has reported segment 0's windows when segment 1's
+	// states arrive: it skips them, saying why.
+	followed := filepath.Join(dir, "followed")
+	if err := os.Mkdir(followed, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var seg0, seg1 []string
+	for _, f := range files {
+		if strings.Contains(f, ".s1") {
+			seg1 = append(seg1, filepath.Join(states, f))
+		} else {
+			seg0 = append(seg0, filepath.Join(states, f))
+		}
+	}
+	deliver(t, followed, seg0...)
+	f := startFollow(t, "merge", "--follow", "--poll", "10ms", "--hosts", "h", "--format", "jsonl", followed)
+	waitFor(t, "segment 0's windows", func() bool { return len(f.stdout.lines()) == 3 })
+	deliver(t, followed, seg1...)
+	waitFor(t, "the warnings about segment 1", func() bool {
+		return strings.Count(f.stderr.String(), "it is of segment 1, after its capture's clock stepped back") == 3
+	})
+	if code := f.stop(); code != 0 || len(f.stdout.lines()) != 3 {
+		t.Errorf("merge --follow: exit status %d, %d reports; want 0 and 3", code, len(f.stdout.lines()))
+	}
 }
 
 // TestMergeRejectsBadInput gives merge damaged states, states that cannot

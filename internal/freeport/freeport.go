@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"sync"
 	"testing"
 )
 
@@ -18,18 +19,36 @@ import (
 // registered service ports.
 const lowest = 20000
 
-// Pick returns a port on 127.0.0.1 that is free now and outside the
-// ephemeral range, and fails tb if it finds none.
+// picked are the ports Pick returned in this process, which it does not
+// return again: two picked for one server must differ although neither is
+// bound yet.
+var picked struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// Pick returns a port on 127.0.0.1 that is free now, outside the ephemeral
+// range and not returned before in this process, and fails tb if it finds
+// none.
 func Pick(tb testing.TB) int {
 	tb.Helper()
+	picked.Lock()
+	defer picked.Unlock()
+	if picked.ports == nil {
+		picked.ports = make(map[int]bool)
+	}
 	high := ephemeralLow()
 	for range 100 {
 		port := lowest + rand.IntN(high-lowest)
+		if picked.ports[port] {
+			continue
+		}
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			continue // taken
 		}
 		l.Close()
+		picked.ports[port] = true
 		return port
 	}
 	tb.Fatalf("freeport: no free port in [%d, %d) after 100 tries", lowest, high)

@@ -19,7 +19,8 @@ import (
 
 // State files hold window states, each framed as a 4-byte big-endian
 // length and the state encoding (see [Window.AppendBinary]). A file written
-// with --state-out FILE holds every window of a run in order; with
+// with --state-out FILE holds every window of a run in the order they
+// closed (in window order but after a clock step back); with
 // --state-out DIR each window goes to DIR/<host>-<start ns>.rsstate, with
 // '%', '/', '\' and NUL in the host name escaped as %XX, written to a
 // temporary name and renamed, so that a reader following the directory
