@@ -3,6 +3,7 @@ package metrics
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // collector assembles each window of the host from the readers' counters and
@@ -142,6 +143,7 @@ type windowPool struct {
 	mu   sync.Mutex
 	free []*Window
 	max  int
+	made atomic.Int64 // windows made because none was free
 }
 
 func newWindowPool(cfg *Config, size int) *windowPool {
@@ -159,6 +161,7 @@ func (p *windowPool) get(i int64) *Window {
 	p.mu.Unlock()
 	if w == nil {
 		w = mustNewWindow(p.cfg)
+		p.made.Add(1)
 	}
 	w.reset(i*int64(p.cfg.Window), int64(p.cfg.Window))
 	return w

@@ -43,7 +43,7 @@ func New(cfg *Config) (*Engine, error) {
 		}
 	}
 	e := &Engine{cfg: c}
-	e.pool = newWindowPool(&e.cfg, 2*c.Workers+2)
+	e.pool = newWindowPool(&e.cfg, windowsInFlight(c.Workers))
 	w, err := newWindow(&e.cfg) // validates the sketch configuration
 	if err != nil {
 		return nil, err
@@ -63,6 +63,19 @@ const allWindows = 1<<62 - 1
 
 // batchSize is the number of events moved between stages at once.
 const batchSize = 256
+
+// msgQueue is how many messages (closed shard windows, reader windows and
+// marks) wait for the collector before the stages that send them wait: the
+// backpressure that keeps readers and shards from running ahead of a
+// collector busy with tiny windows.
+const msgQueue = 16
+
+// windowsInFlight bounds the windows that exist at once in a run with
+// workers shards: two open per shard, the closed ones queued for the
+// collector, and the one it emits and the one it merges into. The window
+// pool keeps that many, so that a run makes no window after its first
+// ones: a window's sketches are megabytes of fresh memory.
+func windowsInFlight(workers int) int { return 2*workers + msgQueue + 2 }
 
 // batch carries events from a reader to a worker, then an optional close
 // mark that applies after them.
@@ -298,7 +311,7 @@ type msg struct {
 // collector on this goroutine.
 func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) error, cancel, stepped context.CancelFunc) error {
 	n := e.cfg.Workers
-	msgs := make(chan msg, 64)
+	msgs := make(chan msg, msgQueue)
 	coll := newCollector(&e.cfg, e.pool, len(feeds), n, emit)
 	in := make([]chan *batch, n)
 	free := make([]chan *batch, n)

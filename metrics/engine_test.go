@@ -591,3 +591,38 @@ func TestEngineClockSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineTinyWindowsReuseWindows replays a frame every 0.4 ms through 1 ms
+// windows (10 000 of them) with two workers, whose collector is the slowest
+// stage: readers and shards run ahead of it only as far as the message
+// queue lets them, and the window pool keeps every window in flight, so the
+// run makes at most windowsInFlight windows (each a few megabytes of
+// sketches) instead of a fresh one whenever the pool ran dry.
+func TestEngineTinyWindowsReuseWindows(t *testing.T) {
+	base := testframes.Trace().Frames[0]
+	frames := make([]capture.Frame, 25_000)
+	for i := range frames {
+		frames[i] = base
+		frames[i].Time = testframes.Epoch + int64(i)*400_000
+	}
+	cfg := &Config{Workers: 2, Host: "h", Window: time.Millisecond, DistinctBits: 1 << 12, CMWidth: 256, TopKSize: 64}
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf []byte
+	windows := 0
+	err = e.Run(context.Background(), []capture.Source{&testframes.Source{Frames: frames, Per: 64}}, func(w *Window) error {
+		windows++
+		buf, err = w.AppendBinary(buf[:0]) // the collector's work for each window
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	made, most := e.pool.made.Load(), int64(windowsInFlight(2))
+	if windows < 10_000 || made > most {
+		t.Errorf("%d windows emitted; %d windows made, want at most %d", windows, made, most)
+	}
+	t.Logf("%d windows emitted, %d made", windows, made)
+}
