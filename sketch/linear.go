@@ -60,9 +60,10 @@ type LinearCounting struct {
 	dirty bool     // set by every write since the last Reset; see Reset
 	seed  uint64
 	ones  int // bits set, so that Zeros costs O(1)
-	// touched holds the words whose first bit Insert set since the last
-	// Reset, while there are few (nt ≤ len(touched)), so that Reset clears
-	// only those: a window with a handful of flows must not clear 512 KiB.
+	// touched holds the words Insert or a Merge of a sketch with few words
+	// set bits in since the last Reset, while there are few (nt ≤
+	// len(touched)), so that Reset clears only those and Merge ORs only
+	// those: a window with a handful of flows must not touch 512 KiB.
 	touched [16]uint32
 	nt      int
 }
@@ -171,6 +172,24 @@ func (l *LinearCounting) Merge(o *LinearCounting) error {
 		return nil
 	}
 	l.dirty = true
+	if o.nt <= len(o.touched) {
+		// o's bits are in the few words it lists: OR those (shard
+		// windows with a handful of flows merge at every window close).
+		for _, k := range o.touched[:o.nt] {
+			old := l.words[k]
+			if w := old | o.words[k]; w != old {
+				l.ones += bits.OnesCount64(w &^ old)
+				l.words[k] = w
+				if old == 0 { // a word l's list may not hold yet
+					if l.nt < len(l.touched) {
+						l.touched[l.nt] = k
+					}
+					l.nt++
+				}
+			}
+		}
+		return nil
+	}
 	for i, w := range o.words {
 		l.words[i] |= w
 	}

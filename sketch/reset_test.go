@@ -292,17 +292,44 @@ func TestLinearCountingCountsAndClears(t *testing.T) {
 			t.Errorf("%d inserts: %d bits left after Reset, Zeros %d", inserts, n, l.Zeros())
 		}
 	}
+	// Merges of every mix of few and many bits on either side, one after
+	// the other into the same l (so that its list of words is reused
+	// across Resets): the bitmap must be the one a sketch that saw both
+	// sides' hashes has, and Reset must leave nothing.
 	o, _ := NewLinearCounting(LinearCountingConfig{Bits: 1 << 16, Seed: 3})
-	o.Insert(Hash(3, []byte("a")))
-	l.Insert(Hash(3, []byte("b")))
-	if err := l.Merge(o); err != nil {
-		t.Fatal(err)
-	}
-	if l.Zeros() != l.Bits()-popcount() || popcount() != 2 {
-		t.Errorf("after a merge: Zeros %d, %d bits set, want 2", l.Zeros(), popcount())
-	}
-	l.Reset()
-	if popcount() != 0 {
-		t.Error("bits left after resetting a merged bitmap")
+	both, _ := NewLinearCounting(LinearCountingConfig{Bits: 1 << 16, Seed: 3})
+	sizes := []int{0, 1, 5, len(l.touched), len(l.touched) + 1, 5000}
+	for _, nl := range sizes {
+		for _, no := range sizes {
+			for i := range nl {
+				h := Hash(3, []byte{byte(i), byte(i >> 8), 'l'})
+				l.Insert(h)
+				both.Insert(h)
+			}
+			for i := range no {
+				h := Hash(3, []byte{byte(i), byte(i >> 8), 'o'})
+				o.Insert(h)
+				both.Insert(h)
+			}
+			if i := len(l.words) / 2; nl == 1 && no == 1 {
+				// a word both set bits in, already known to l
+				o.Insert(uint64(i) << 6 << (64 - 16))
+				both.Insert(uint64(i) << 6 << (64 - 16))
+				l.Insert(uint64(i)<<6<<(64-16) | 1<<(64-16))
+				both.Insert(uint64(i)<<6<<(64-16) | 1<<(64-16))
+			}
+			if err := l.Merge(o); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(l.words, both.words) || l.Zeros() != l.Bits()-popcount() {
+				t.Errorf("merge of %d and %d inserts: bitmap differs from one sketch of both, or Zeros %d for %d bits set", nl, no, l.Zeros(), popcount())
+			}
+			for _, s := range []*LinearCounting{l, o, both} {
+				s.Reset()
+			}
+			if n := popcount(); n != 0 {
+				t.Errorf("merge of %d and %d inserts: %d bits left after Reset", nl, no, n)
+			}
+		}
 	}
 }
