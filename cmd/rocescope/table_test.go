@@ -83,32 +83,40 @@ func TestTableExact(t *testing.T) {
 	}
 }
 
-// TestReadmeFirstCommand runs the README's first command (as JSON lines)
-// and checks that it shows what the README says: elephants and jitter
-// flows.
-func TestReadmeFirstCommand(t *testing.T) {
+// TestReadmeFirstCommands runs the README's first two commands (as JSON
+// lines) and checks that they show what the README says: the first, with
+// nothing but the demo file, reports its three windows and, at the default
+// thresholds, no elephant or jitter flow; the second, with thresholds to the
+// trace's scale, shows some of each.
+func TestReadmeFirstCommands(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, block, _ := strings.Cut(string(readme), "```sh\n")
-	cmdline, _, _ := strings.Cut(block, "\n")
-	args, ok := strings.CutPrefix(cmdline, "go run ./cmd/rocescope ")
-	if !ok {
-		t.Fatalf("the README's first command is %q", cmdline)
-	}
-	fields := strings.Fields(args)
-	fields[len(fields)-1] = filepath.Join("../..", fields[len(fields)-1])
-	code, out, stderr := runCLI(t, append(fields[:1], append([]string{"--format", "jsonl"}, fields[1:]...)...)...)
-	if code != 0 {
-		t.Fatalf("%s: exit %d: %s", cmdline, code, stderr)
-	}
-	var elephants, jitter int
-	for _, r := range reports(t, out) {
-		elephants += len(r["elephants"].([]any))
-		jitter += len(r["jitter"].([]any))
-	}
-	if elephants == 0 || jitter == 0 {
-		t.Errorf("%s: %d elephants and %d jitter flows, want some of each", cmdline, elephants, jitter)
+	rest := string(readme)
+	for i, wantFlagged := range []bool{false, true} {
+		var block string
+		_, block, _ = strings.Cut(rest, "```sh\n")
+		cmdline, after, _ := strings.Cut(block, "\n")
+		rest = after
+		args, ok := strings.CutPrefix(cmdline, "go run ./cmd/rocescope ")
+		if !ok {
+			t.Fatalf("the README's command %d is %q", i+1, cmdline)
+		}
+		fields := strings.Fields(args)
+		fields[len(fields)-1] = filepath.Join("../..", fields[len(fields)-1])
+		code, out, stderr := runCLI(t, append(fields[:1], append([]string{"--format", "jsonl"}, fields[1:]...)...)...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", cmdline, code, stderr)
+		}
+		var windows, elephants, jitter int
+		for _, r := range reports(t, out) {
+			windows++
+			elephants += len(r["elephants"].([]any))
+			jitter += len(r["jitter"].([]any))
+		}
+		if windows != 3 || (elephants > 0 && jitter > 0) != wantFlagged || (elephants+jitter > 0) != wantFlagged {
+			t.Errorf("%s: %d windows, %d elephants and %d jitter flows; want 3 windows, and elephants and jitter flows: %t", cmdline, windows, elephants, jitter, wantFlagged)
+		}
 	}
 }
