@@ -415,7 +415,7 @@ func (w *Window) decode(data []byte, reuse bool, maxSketchBytes int64) error {
 		r.fail("covered part %d-%d of a window of %d", from, to, x.Length)
 	}
 	x.From, x.To = x.Start+int64(from), x.Start+int64(to)
-	if body[len(stateMagic)] == 3 {
+	if body[len(stateMagic)] == stateVersion {
 		seg := r.uvarint()
 		if r.err == nil && (seg == 0 || seg > math.MaxUint32) {
 			r.fail("segment %d in a version 3 state", seg)

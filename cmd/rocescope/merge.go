@@ -323,11 +323,12 @@ func (m *merger) spare() *metrics.Window { return m.merged.Spare() }
 // warning; any other bad state is an error naming src.
 func (m *merger) add(src string, w *metrics.Window) error {
 	switch err := m.merged.Add(src, w); {
-	case errors.Is(err, state.ErrLate) && w.Segment > 0:
-		fmt.Fprintf(m.e.stderr, "rocescope merge: %v: it is of segment %d, after its capture's clock stepped back, and its window is reported already (a merge of the files once, without --follow, adds it); state skipped\n", err, w.Segment)
-		m.merged.Recycle(w)
 	case errors.Is(err, state.ErrLate):
-		fmt.Fprintf(m.e.stderr, "rocescope merge: %v: reports up to a later window are out (raise --timeout); state skipped\n", err)
+		why := "reports up to a later window are out (raise --timeout)"
+		if w.Segment > 0 {
+			why = fmt.Sprintf("it is of segment %d, after its capture's clock stepped back, and its window is reported already (a merge of the files once, without --follow, adds it)", w.Segment)
+		}
+		fmt.Fprintf(m.e.stderr, "rocescope merge: %v: %s; state skipped\n", err, why)
 		m.merged.Recycle(w)
 	case err != nil:
 		return err

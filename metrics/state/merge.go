@@ -142,12 +142,8 @@ func (m *Merger) Has(start int64, host string) bool {
 	if !ok {
 		return false
 	}
-	for d := range p.from {
-		if d.host == host {
-			return true
-		}
-	}
-	return false
+	_, found := slices.BinarySearch(p.w.Hosts, host) // every host merged in, in any segment
+	return found
 }
 
 // segmentNote says which segment a state is of, after the first.
