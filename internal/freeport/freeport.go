@@ -1,9 +1,10 @@
-// Package freeport picks TCP ports on 127.0.0.1 for the servers tests start
-// (ClickHouse, kfake brokers), below the kernel's range of ephemeral ports:
-// a port from that range, free when picked, can be taken by any outgoing
-// connection before the server binds it, or again while a test restarts
-// the server on the same port, and a client redialing a port nothing
-// listens on can even connect to itself through it.
+// Package freeport picks ports on 127.0.0.1, free for both TCP and UDP, for
+// the servers tests start (ClickHouse, kfake brokers, IPFIX collectors),
+// below the kernel's range of ephemeral ports: a port from that range, free
+// when picked, can be taken by any outgoing connection before the server
+// binds it, or again while a test restarts the server on the same port, and
+// a client redialing a port nothing listens on can even connect to itself
+// through it.
 package freeport
 
 import (
@@ -27,7 +28,7 @@ var picked struct {
 	ports map[int]bool
 }
 
-// Pick returns a port on 127.0.0.1 that is free now, outside the ephemeral
+// Pick returns a port on 127.0.0.1 that is free now for TCP and UDP, outside the ephemeral
 // range and not returned before in this process, and fails tb if it finds
 // none.
 func Pick(tb testing.TB) int {
@@ -43,11 +44,17 @@ func Pick(tb testing.TB) int {
 		if picked.ports[port] {
 			continue
 		}
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			continue // taken
 		}
 		l.Close()
+		c, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			continue // taken for UDP
+		}
+		c.Close()
 		picked.ports[port] = true
 		return port
 	}
