@@ -3,6 +3,7 @@ package report
 import (
 	"cmp"
 	"github.com/rocescope/rocescope/metrics"
+	"maps"
 	"slices"
 	"time"
 
@@ -31,7 +32,14 @@ type Report struct {
 	// SketchError holds the sketches' measured error against the exact
 	// flow records (with Config.Exact and an exact window).
 	SketchError *SketchError
+
+	cnp map[int32]uint64 // CNPs attributed to the window's flows, by position
 }
+
+// FlowCNP returns the CNPs attributed to flow i of r.Window.Flows, those
+// that throttle it: the flow records of a window count the CNPs a flow
+// carried, and a report attributes them to the flows they throttle.
+func (r *Report) FlowCNP(i int) uint64 { return r.cnp[int32(i)] }
 
 // FlowReport is one flow of a report.
 type FlowReport struct {
@@ -231,6 +239,9 @@ func (rp *Reporter) Build(w *metrics.Window) *Report {
 	}
 	rp.attributeCNPs(w)
 	r.CNPUnattributed = rp.cnp[unattributed]
+	if len(rp.cnp) > 0 {
+		r.cnp = maps.Clone(rp.cnp)
+	}
 
 	flows := w.Flows
 	rp.cur = slices.Grow(rp.cur[:0], len(flows))
