@@ -52,6 +52,12 @@ type Options struct {
 	// per connection, as RFC 7011 section 8.1 asks.
 	TemplateRefresh         time.Duration
 	TemplateRefreshMessages int
+	// MaxRate bounds the messages sent per second, on average over
+	// bursts of paceBurst messages; 0 sends as fast as the socket takes
+	// them. A collector whose socket buffer a window's burst overflows
+	// drops messages (the sequence numbers show it): pacing spreads them
+	// out, at the price of Write taking longer.
+	MaxRate int
 	// RoCEPort is the destinationTransportPort of RoCEv2 flows (default
 	// DefaultRoCEPort).
 	RoCEPort uint16
@@ -87,6 +93,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if d.TemplateRefresh < 0 || d.TemplateRefreshMessages < 0 {
 		return d, fmt.Errorf("ipfix: template refresh %v and %d messages: want more than 0: %w", d.TemplateRefresh, d.TemplateRefreshMessages, ErrTarget)
+	}
+	if d.MaxRate < 0 {
+		return d, fmt.Errorf("ipfix: max rate %d messages/s: want 0 (no bound) or more: %w", d.MaxRate, ErrTarget)
 	}
 	if d.RoCEPort == 0 {
 		d.RoCEPort = DefaultRoCEPort
@@ -144,10 +153,12 @@ type Exporter struct {
 	// messages since.
 	refreshed    time.Time
 	sinceRefresh int
-	failing      int // messages failed in a row
+	failures     int // sends failed since sending last worked again
+	sentInARow   int // sends that worked since the last failure
 	firstErr     error
 	idx          [numTemplates][]int32 // scratch: flow positions by template
 	stats        Stats
+	paced        time.Time // when the last message may leave, with MaxRate
 }
 
 var _ export.Sink = (*Exporter)(nil)
@@ -244,6 +255,12 @@ func (e *Exporter) Write(r *report.Report) error {
 	return nil
 }
 
+// recovered is how many sends in a row must work after failures before
+// sending is said to work again: a closed UDP port fails every other send
+// (the kernel returns the ICMP error of one send from the next), which
+// must not log two lines per message.
+const recovered = 8
+
 // room makes room in the message for a record of template t, with its
 // set header and template when they are due, sending the message first
 // if it is full.
@@ -280,8 +297,28 @@ func (e *Exporter) begin() {
 	}
 }
 
+// paceBurst is how many messages MaxRate lets go at once.
+const paceBurst = 32
+
+// pace waits, with MaxRate, until the next message may leave.
+func (e *Exporter) pace() {
+	if e.o.MaxRate == 0 {
+		return
+	}
+	interval := time.Second / time.Duration(e.o.MaxRate)
+	now := time.Now()
+	if floor := now.Add(-paceBurst * interval); e.paced.Before(floor) {
+		e.paced = floor
+	}
+	e.paced = e.paced.Add(interval)
+	if d := e.paced.Sub(now); d >= time.Millisecond {
+		time.Sleep(d)
+	}
+}
+
 // send finishes the message and sends it.
 func (e *Exporter) send() {
+	e.pace()
 	b := e.msg.finish(uint32(e.o.Now().Unix()), e.seq, e.o.Domain)
 	n := e.msg.records
 	e.seq += n // modulo 2^32
@@ -314,9 +351,10 @@ func (e *Exporter) send() {
 		}
 		return
 	}
-	if e.failing > 0 {
-		e.log.Printf("sending to %s://%s works again after %d failures", e.t.Network, e.t.Addr, e.failing)
-		e.failing = 0
+	e.sentInARow++
+	if e.failures > 0 && e.sentInARow >= recovered {
+		e.log.Printf("sending to %s://%s works again after %d failures", e.t.Network, e.t.Addr, e.failures)
+		e.failures = 0
 	}
 	e.stats.Messages++
 	e.stats.Records += uint64(n)
@@ -324,13 +362,14 @@ func (e *Exporter) send() {
 
 // fail notes a failure to send: the first of a run of them is logged.
 func (e *Exporter) fail(err error) {
-	if e.failing == 0 {
+	if e.failures == 0 {
 		e.log.Printf("sending to %s://%s: %v; counting the records lost (the collector sees the gap in the sequence numbers)", e.t.Network, e.t.Addr, err)
 	}
 	if e.firstErr == nil {
 		e.firstErr = err
 	}
-	e.failing++
+	e.failures++
+	e.sentInARow = 0
 }
 
 // Flush implements export.Sink: Write sends each window at once.

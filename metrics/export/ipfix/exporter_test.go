@@ -201,7 +201,7 @@ func TestSequenceGap(t *testing.T) {
 	e, c := newRecorded(t, "udp", &o)
 	c.fail = map[int]bool{1: true, 2: true}
 	r := handWindow()
-	for range 5 {
+	for range 3 + recovered {
 		if err := e.Write(r); err != nil {
 			t.Fatal(err)
 		}
@@ -209,6 +209,7 @@ func TestSequenceGap(t *testing.T) {
 	ms, _ := goflowDecode(t, c.msgs)
 	n := uint32(len(r.Window.Flows))
 	want := []uint32{0, 3 * n, 4 * n}
+	ms = ms[:3]
 	if len(ms) != len(want) {
 		t.Fatalf("%d messages, want %d", len(ms), len(want))
 	}
@@ -221,12 +222,30 @@ func TestSequenceGap(t *testing.T) {
 		t.Errorf("log:\n%s\nwant one line for the failure, one for the recovery", log.String())
 	}
 	st := e.Stats()
-	if st.LostMessages != 2 || st.LostRecords != uint64(2*n) || st.Records != uint64(3*n) {
+	if st.LostMessages != 2 || st.LostRecords != uint64(2*n) || st.Records != uint64((1+recovered)*n) {
 		t.Errorf("stats %+v", st)
 	}
 	err := e.Close()
-	if err == nil || !errors.Is(err, net.ErrClosed) || !strings.Contains(err.Error(), "10 of 25 records (2 messages) could not be sent") {
+	if err == nil || !errors.Is(err, net.ErrClosed) || !strings.Contains(err.Error(), "10 of 55 records (2 messages) could not be sent") {
 		t.Errorf("Close = %v", err)
+	}
+}
+
+// TestPacing: with MaxRate, the messages take at least the time the rate
+// allows past the first burst.
+func TestPacing(t *testing.T) {
+	e, c := newRecorded(t, "udp", &Options{MaxRate: 2000})
+	r := handWindow()
+	start := time.Now()
+	for range 200 {
+		if err := e.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := len(c.msgs)
+	// Less 2 ms: pace sleeps only when a millisecond or more ahead.
+	if took, least := time.Since(start), time.Duration(n-paceBurst)*time.Second/2000-2*time.Millisecond; n < 200 || took < least {
+		t.Errorf("%d messages in %v, want at least 200 in at least %v", n, took, least)
 	}
 }
 
@@ -243,6 +262,35 @@ func TestSequenceWraps(t *testing.T) {
 	ms, _ := goflowDecode(t, c.msgs)
 	if ms[0].seq != 1<<32-3 || ms[1].seq != 2 {
 		t.Errorf("sequence numbers %d, %d, want %d and 2", ms[0].seq, ms[1].seq, uint32(1<<32-3))
+	}
+}
+
+// TestClosedUDPPort: a UDP collector whose port is closed fails every
+// other send (the kernel returns the ICMP error of one send from the
+// next): the failure is logged once, not per message, and counted.
+func TestClosedUDPPort(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := pc.LocalAddr().String()
+	pc.Close()
+	var log strings.Builder
+	e, err := New(&Target{Network: "udp", Addr: addr}, &Options{ErrorLog: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := handWindow()
+	for range 20 {
+		if err := e.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := e.Stats(); st.LostMessages < 10 || strings.Count(log.String(), "\n") != 1 || !strings.Contains(log.String(), "connection refused") {
+		t.Errorf("stats %+v, log:\n%s\nwant one line naming the refusal", st, log.String())
+	}
+	if err := e.Close(); err == nil || !strings.Contains(err.Error(), "could not be sent") {
+		t.Errorf("Close = %v", err)
 	}
 }
 
@@ -289,8 +337,8 @@ func TestParseURL(t *testing.T) {
 		{"ipfix://127.0.0.1:4739", Target{Network: "udp", Addr: "127.0.0.1:4739"}},
 		{"ipfix://collector", Target{Network: "udp", Addr: "collector:4739"}},
 		{"ipfix+udp://[::1]:2055", Target{Network: "udp", Addr: "[::1]:2055"}},
-		{"ipfix+tcp://c:4740/?pen=2636&domain=7&max-message-bytes=9000&template-refresh=1m&template-refresh-messages=5",
-			Target{Network: "tcp", Addr: "c:4740", Options: Options{PEN: 2636, Domain: 7, MaxMessageBytes: 9000, TemplateRefresh: time.Minute, TemplateRefreshMessages: 5}}},
+		{"ipfix+tcp://c:4740/?pen=2636&domain=7&max-message-bytes=9000&template-refresh=1m&template-refresh-messages=5&max-rate=20000",
+			Target{Network: "tcp", Addr: "c:4740", Options: Options{PEN: 2636, Domain: 7, MaxMessageBytes: 9000, TemplateRefresh: time.Minute, TemplateRefreshMessages: 5, MaxRate: 20000}}},
 	} {
 		got, err := ParseURL(tc.in)
 		if err != nil {
@@ -299,13 +347,14 @@ func TestParseURL(t *testing.T) {
 		}
 		if got.Network != tc.want.Network || got.Addr != tc.want.Addr || got.Options.PEN != tc.want.Options.PEN ||
 			got.Options.Domain != tc.want.Options.Domain || got.Options.MaxMessageBytes != tc.want.Options.MaxMessageBytes ||
-			got.Options.TemplateRefresh != tc.want.Options.TemplateRefresh || got.Options.TemplateRefreshMessages != tc.want.Options.TemplateRefreshMessages {
+			got.Options.TemplateRefresh != tc.want.Options.TemplateRefresh || got.Options.TemplateRefreshMessages != tc.want.Options.TemplateRefreshMessages ||
+			got.Options.MaxRate != tc.want.Options.MaxRate {
 			t.Errorf("%s: %+v, want %+v", tc.in, *got, tc.want)
 		}
 	}
 	for _, bad := range []string{"ipfix://", "ipfix://h:1/x", "ipfix://h?pen=0", "ipfix://h?pen=4294967296", "ipfix://h?domain=x",
 		"ipfix://h?max-message-bytes=100", "ipfix://h?max-message-bytes=70000", "ipfix://h?template-refresh=0s",
-		"ipfix://h?template-refresh-messages=-1", "ipfix://h?mtu=1400", "udp://h:1"} {
+		"ipfix://h?template-refresh-messages=-1", "ipfix://h?max-rate=-5", "ipfix://h?mtu=1400", "udp://h:1"} {
 		if _, err := ParseURL(bad); !errors.Is(err, ErrTarget) {
 			t.Errorf("%s: %v, want ErrTarget", bad, err)
 		}

@@ -31,13 +31,14 @@ func IsURL(s string) bool {
 }
 
 // urlParams are the query parameters ParseURL takes.
-var urlParams = []string{"pen", "domain", "max-message-bytes", "template-refresh", "template-refresh-messages"}
+var urlParams = []string{"pen", "domain", "max-message-bytes", "template-refresh", "template-refresh-messages", "max-rate"}
 
 // ParseURL reads ipfix://HOST[:PORT] (UDP), ipfix+udp:// or ipfix+tcp://,
 // with the options as query parameters: pen (the enterprise number of the
 // enterprise elements), domain (the observation domain ID),
-// max-message-bytes, template-refresh (a duration) and
-// template-refresh-messages. The port defaults to 4739.
+// max-message-bytes, template-refresh (a duration),
+// template-refresh-messages and max-rate (messages per second). The port
+// defaults to 4739.
 func ParseURL(s string) (*Target, error) {
 	u, err := url.Parse(s)
 	if err != nil || !IsURL(s) || u.Hostname() == "" || (u.Path != "" && u.Path != "/") {
@@ -66,6 +67,8 @@ func ParseURL(s string) (*Target, error) {
 			if err == nil && o.TemplateRefresh <= 0 {
 				err = fmt.Errorf("want more than 0")
 			}
+		case "max-rate":
+			o.MaxRate, err = strconv.Atoi(v)
 		case "template-refresh-messages":
 			o.TemplateRefreshMessages, err = strconv.Atoi(v)
 			if err == nil && o.TemplateRefreshMessages <= 0 {
