@@ -42,7 +42,8 @@ AF_XDP).`,
 		example: `  sudo rocescope capture -i eth1
   sudo rocescope capture -i eth1 --mode afpacket --workers 4 --duration 60s -o flows.jsonl
   sudo rocescope capture -i eth1 --mode afxdp --queues 0-3 --state-out /shared/states/
-  sudo rocescope capture -i eth1 --all --prometheus :9100`,
+  sudo rocescope capture -i eth1 --all --prometheus :24791   # http://127.0.0.1:24791/metrics
+  sudo rocescope capture -i eth1 -o ipfix://collector:4739 -o report.jsonl`,
 		flags: func(fs *pflag.FlagSet) runner {
 			var o reportOptions
 			o.bind(fs)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/metrics/export"
 	"github.com/rocescope/rocescope/metrics/export/clickhouse"
+	"github.com/rocescope/rocescope/metrics/export/ipfix"
 )
 
 // rate is a flag value in bits per second that accepts SI suffixes:
@@ -111,7 +113,7 @@ type reportOptions struct {
 	exact        bool
 	host         string
 	format       string
-	output       string
+	outputs      []string // -o, each a file, - or a server URL; none means -
 	prometheus   string
 	stateOut     string
 	rocePort     port
@@ -133,9 +135,9 @@ func (o *reportOptions) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&o.tableSize, "table-size", metrics.DefaultTableSize, "QP table capacity in flows, from --workers to 268435456; flows beyond it are counted by the sketches only")
 	fs.BoolVar(&o.exact, "exact", false, "list every flow and print the sketches' measured error next to their estimates")
 	fs.StringVar(&o.host, "host", "", "host name written into reports and states: at most 128 bytes, printable, no spaces (default: this machine's name)")
-	fs.StringVar(&o.format, "format", "", "report format: jsonl, csv, table or html (a self-contained page of charts; needs -o FILE) (default: table on a terminal, jsonl otherwise)")
-	fs.StringVarP(&o.output, "output", "o", "-", "write reports to this file (- is standard output), or into ClickHouse: clickhouse://HOST:PORT/DATABASE")
-	fs.StringVar(&o.prometheus, "prometheus", "", "serve current totals on http://ADDR/metrics (\":9100\" binds 127.0.0.1:9100; give a host to bind elsewhere)")
+	fs.StringVar(&o.format, "format", "", "format of the file outputs: jsonl, csv, table or html (a self-contained page of charts; needs -o FILE) (default: the file's extension .jsonl, .json, .csv or .html, else table on a terminal and jsonl otherwise)")
+	fs.StringArrayVarP(&o.outputs, "output", "o", nil, "write reports to this file (- is standard output, the default), into ClickHouse (clickhouse://HOST:PORT/DATABASE) or to an IPFIX collector (ipfix://HOST:PORT over UDP, ipfix+tcp://HOST:PORT); repeat for several outputs")
+	fs.StringVar(&o.prometheus, "prometheus", "", "serve current totals on http://ADDR/metrics; \":24791\" binds 127.0.0.1:24791 only, so that the metrics are not exposed by accident; \"0.0.0.0:24791\" serves every interface")
 	fs.StringVar(&o.stateOut, "state-out", "", "write each window's mergeable state to this file, or to one file per window if it is a directory (a path ending in / is created as one), or to Kafka: kafka://BROKER[,BROKER...]/TOPIC")
 	o.rocePort = metrics.DefaultRoCEPort
 	fs.Var(&o.rocePort, "roce-port", "UDP destination port of RoCEv2 (1 to 65535)")
@@ -188,12 +190,12 @@ func (o *reportOptions) check() error {
 		return err
 	}
 	switch o.format {
-	case "", "jsonl", "json", "csv", "table":
-		return nil
-	case "html":
-		return o.checkHTML()
+	case "", "jsonl", "json", "csv", "table", "html":
+	default:
+		return usagef("--format %q: want jsonl, csv, table or html", o.format)
 	}
-	return usagef("--format %q: want jsonl, csv, table or html", o.format)
+	_, err := o.outputList()
+	return err
 }
 
 // maxHost bounds the length of --host, which names state files.
@@ -213,45 +215,133 @@ func checkHost(h string) error {
 	return nil
 }
 
-// sink opens the report output and returns the sink and a function that
-// flushes and closes it.
-func (o *reportOptions) sink(e *env) (export.Sink, func() error, error) {
-	if clickhouse.IsURL(o.output) {
-		return clickhouseSink(o.output)
+// output is one report output of -o.
+type output struct {
+	dest   string // a file, - (standard output) or a server URL
+	format string // of a file or standard output: jsonl, csv, table or html; "" for servers and a terminal's default
+}
+
+// formatByExtension are the file extensions that choose a file output's
+// format when --format is not given.
+var formatByExtension = map[string]string{".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".html": "html", ".htm": "html"}
+
+// outputList returns the outputs -o names (standard output when none),
+// each file with its format: --format, else its extension's, else jsonl
+// (table for a terminal, chosen when it is opened). --format and an
+// extension that names another format, two outputs to one place, and an
+// HTML page on standard output are usage errors.
+func (o *reportOptions) outputList() ([]output, error) {
+	dests := o.outputs
+	if len(dests) == 0 {
+		dests = []string{"-"}
 	}
-	if o.format == "html" {
-		return o.htmlSink()
+	var outs []output
+	seen := map[string]bool{}
+	for _, d := range dests {
+		if d == "" {
+			return nil, usagef("-o \"\": want a file, - or a URL")
+		}
+		if seen[d] {
+			return nil, usagef("-o %s given twice", d)
+		}
+		seen[d] = true
+		if clickhouse.IsURL(d) || ipfix.IsURL(d) {
+			outs = append(outs, output{dest: d})
+			continue
+		}
+		f := o.format
+		if f == "json" {
+			f = "jsonl"
+		}
+		if ext := formatByExtension[strings.ToLower(filepath.Ext(d))]; d != "-" && ext != "" {
+			if f != "" && f != ext {
+				return nil, usagef("-o %s: the extension says %s but --format is %s: drop --format (each file's extension chooses its format) or rename the file", d, ext, o.format)
+			}
+			if f == "" {
+				f = ext
+			}
+		}
+		if f == "html" && d == "-" {
+			return nil, usagef("--format html writes a page to a file: give -o FILE.html")
+		}
+		if f == "" && d != "-" {
+			f = "jsonl"
+		}
+		outs = append(outs, output{dest: d, format: f})
+	}
+	return outs, nil
+}
+
+// sink opens the report outputs and returns one sink writing to all of
+// them and a function that flushes and closes them. If one cannot be
+// opened, those opened before it are closed.
+func (o *reportOptions) sink(e *env) (_ export.Sink, _ func() error, err error) {
+	outs, err := o.outputList()
+	if err != nil {
+		return nil, nil, err
+	}
+	var sinks []export.Sink
+	var closers []func() error
+	closeAll := func() error {
+		var errs []error
+		for _, c := range closers {
+			errs = append(errs, c())
+		}
+		return errors.Join(errs...)
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
+	for _, out := range outs {
+		s, closeFn, err := o.openOutput(e, out)
+		if err != nil {
+			return nil, nil, err
+		}
+		sinks, closers = append(sinks, s), append(closers, closeFn)
+	}
+	if len(sinks) == 1 {
+		return sinks[0], closers[0], nil
+	}
+	return export.NewTee(sinks...), closeAll, nil
+}
+
+// openOutput opens one report output.
+func (o *reportOptions) openOutput(e *env, out output) (export.Sink, func() error, error) {
+	switch {
+	case clickhouse.IsURL(out.dest):
+		return clickhouseSink(out.dest)
+	case ipfix.IsURL(out.dest):
+		return ipfixSink(out.dest, e.stderr, uint16(o.rocePort))
+	case out.format == "html":
+		return o.htmlSink(out.dest)
 	}
 	var w io.Writer = e.stdout
 	closeFn := func() error { return nil }
-	terminal := false
-	if o.output == "-" || o.output == "" {
-		terminal = isTerminal(e.stdout)
+	format := out.format
+	if out.dest == "-" {
+		if format == "" {
+			format = "jsonl"
+			if isTerminal(e.stdout) {
+				format = "table"
+			}
+		}
 	} else {
-		f, err := os.Create(o.output)
+		f, err := os.Create(out.dest)
 		if err != nil {
 			return nil, nil, fmt.Errorf("report output: %w", err)
 		}
 		w, closeFn = f, f.Close
 	}
-	format := o.format
-	if format == "" {
-		format = "jsonl"
-		if terminal {
-			format = "table"
-		}
-	}
 	var s export.Sink
 	switch format {
-	case "jsonl", "json":
+	case "jsonl":
 		s = export.NewJSONLines(w)
 	case "csv":
 		s = export.NewCSV(w)
 	case "table":
 		s = export.NewTable(w, &export.TableOptions{Width: tableWidth(w), ElephantRate: float64(o.elephantRate), JitterRate: float64(o.jitterRate)})
-	default:
-		closeFn()
-		return nil, nil, usagef("--format %q: want jsonl, csv, table or html", format)
 	}
 	return s, func() error { return errors.Join(s.Flush(), closeFn()) }, nil
 }
@@ -293,6 +383,15 @@ func applyConfigFile(fs *pflag.FlagSet) error {
 			parts := make([]string, len(v))
 			for i, x := range v {
 				parts[i] = fmt.Sprint(x)
+			}
+			if sv, ok := f.Value.(pflag.SliceValue); ok {
+				// A list flag (-o, --hosts) takes the items as they
+				// are: one of them may hold a comma.
+				if err := sv.Replace(parts); err != nil {
+					return fmt.Errorf("--config %s: key %q: %w", path, k, err)
+				}
+				f.Changed = true
+				continue
 			}
 			s = strings.Join(parts, ",")
 		default:

@@ -1147,7 +1147,7 @@ func TestMergeFileInputStreams(t *testing.T) {
 	}
 	var o reportOptions
 	o.bind(pflag.NewFlagSet("merge", pflag.ContinueOnError))
-	o.output = filepath.Join(dir, "unused.jsonl")
+	o.outputs = []string{filepath.Join(dir, "unused.jsonl")}
 	m := &merger{opts: &o, e: &env{stderr: io.Discard}}
 	closeSink, err := m.setup()
 	if err != nil {

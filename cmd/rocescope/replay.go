@@ -31,6 +31,7 @@ with --keep-going the damaged records are counted and the replay goes on.`,
   rocescope replay --format html -o report.html trace.pcap   # charts, opens offline
   rocescope replay --state-out states/ trace.pcap   # then: rocescope merge states/*
   rocescope replay --host cap1 --state-out kafka://k1:9092/states -o clickhouse://ch1:8123/rocescope trace.pcap
+  rocescope replay -o report.jsonl -o ipfix://collector:4739 trace.pcap   # a file and an IPFIX collector
   tcpdump -w - -i eth1 udp port 4791 | rocescope replay -`,
 		flags: func(fs *pflag.FlagSet) runner {
 			var o reportOptions
