@@ -20,10 +20,12 @@ import (
 
 // Prometheus serves the running totals of the reports on /metrics in the
 // Prometheus text format 0.0.4: counters named rocescope_<name>_total in
-// base units (packets, bytes), per-opcode and per-priority labels, gauges
-// of the last window, latency summaries and rocescope_build_info. It has no
-// per-QP labels, whose cardinality would be unbounded. Update and the HTTP
-// handler may run concurrently.
+// base units (packets, bytes), NAKs by code, packets by opcode and PFC by
+// priority, gauges of the last window (flows, latency quantiles and max),
+// and rocescope_build_info. Every label is bounded (at most 256 opcodes,
+// 32 NAK codes, 8 priorities); there are no per-QP labels, whose
+// cardinality would be unbounded. Update and the HTTP handler may run
+// concurrently.
 //
 // The endpoint never ends the run it serves: it holds at most
 // PrometheusOptions.MaxConns connections (a new one closes the longest idle
@@ -213,6 +215,17 @@ func (p *Prometheus) AppendText(b []byte) []byte {
 	for c := metrics.Counter(0); c < metrics.Counter(metrics.NumScalar); c++ {
 		name := c.String() + "_total"
 		e.family(name, "counter", counterHelp[c])
+		if c == metrics.NAKs {
+			// By code: the five the IBTA names always, so that
+			// alerts on one have a series from the start, and any
+			// reserved code once seen (32 at most).
+			for code, n := range p.totals.NAKCodes() {
+				if n > 0 || code <= int(decode.NAKInvalidRDRequest) {
+					e.sample(name, fmt.Sprintf("{code=\"%d\",name=%q}", code, decode.NAKCode(code).String()), float64(n))
+				}
+			}
+			continue
+		}
 		e.sample(name, "", float64(p.totals[c]))
 	}
 	e.family("opcode_packets_total", "counter", "RoCE packets per BTH opcode.")
@@ -245,15 +258,20 @@ func (p *Prometheus) AppendText(b []byte) []byte {
 	e.sample("elephant_flows", "", float64(l.elephants))
 	e.family("jitter_flows", "gauge", "Elephants whose rate changed by the jitter rate or more into the last window.")
 	e.sample("jitter_flows", "", float64(l.jitter))
+	// The latency gauges describe one sample set, the last window's
+	// matches: its quantiles, max and count. The run's matches are
+	// counters of their own (rate(sum)/rate(count) is the mean over any
+	// range), not a summary's _sum and _count beside quantiles of a
+	// different set.
 	for _, s := range []struct {
-		name, help string
+		name, what string
 		last       report.LatencySummary
 		sum, count uint64
 	}{
-		{"read_latency_seconds", "READ request to first response at the mirror point: quantiles of the last window; sum and count of every match on a tracked flow.", l.readLatency, p.readSum, p.readCount},
-		{"ack_latency_seconds", "Request with AckReq to its ACK at the mirror point: quantiles of the last window; sum and count of every match on a tracked flow.", l.ackLatency, p.ackSum, p.ackCount},
+		{"read_latency", "READ request to first response at the mirror point", l.readLatency, p.readSum, p.readCount},
+		{"ack_latency", "Request with AckReq to its ACK at the mirror point", l.ackLatency, p.ackSum, p.ackCount},
 	} {
-		e.family(s.name, "summary", s.help)
+		e.family(s.name+"_seconds", "gauge", s.what+": quantiles of the last window's matches (NaN when it had none).")
 		for _, q := range []struct {
 			q string
 			v float64
@@ -262,11 +280,23 @@ func (p *Prometheus) AppendText(b []byte) []byte {
 			if s.last.Count > 0 {
 				v = q.v / 1e9
 			}
-			e.sample(s.name, `{quantile="`+q.q+`"}`, v)
+			e.sample(s.name+"_seconds", `{quantile="`+q.q+`"}`, v)
 		}
-		e.sample(s.name+"_sum", "", float64(s.sum)/1e9)
-		e.sample(s.name+"_count", "", float64(s.count))
+		max := math.NaN()
+		if s.last.Count > 0 {
+			max = s.last.Max / 1e9
+		}
+		e.family(s.name+"_max_seconds", "gauge", s.what+": the largest of the last window (NaN when it had none).")
+		e.sample(s.name+"_max_seconds", "", max)
+		e.family(s.name+"_window_matches", "gauge", s.what+": matches in the last window, which its quantiles describe.")
+		e.sample(s.name+"_window_matches", "", float64(s.last.Count))
+		e.family(s.name+"_matches_total", "counter", s.what+": matches on tracked flows in the run.")
+		e.sample(s.name+"_matches_total", "", float64(s.count))
+		e.family(s.name+"_seconds_total", "counter", s.what+": sum of the run's matches on tracked flows.")
+		e.sample(s.name+"_seconds_total", "", float64(s.sum)/1e9)
 	}
+	// rocescope_events_total{kind} (issue 20, the diagnoses) goes here:
+	// one counter per event kind, a bounded label.
 	return e.b
 }
 

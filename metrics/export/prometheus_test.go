@@ -1,6 +1,7 @@
 package export
 
 import (
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rocescope/rocescope/decode"
 	"github.com/rocescope/rocescope/internal/enginetest"
 	"github.com/rocescope/rocescope/internal/testframes"
 	"github.com/rocescope/rocescope/metrics"
@@ -70,7 +72,7 @@ func TestPrometheusExposition(t *testing.T) {
 		series[m[1]] = v
 	}
 	for name, c := range map[string]metrics.Counter{"rocescope_packets_total": metrics.Packets, "rocescope_bytes_total": metrics.Bytes,
-		"rocescope_roce_packets_total": metrics.RoCEPackets, "rocescope_cnp_total": metrics.CNP, "rocescope_naks_total": metrics.NAKs,
+		"rocescope_roce_packets_total": metrics.RoCEPackets, "rocescope_cnp_total": metrics.CNP,
 		"rocescope_retransmits_total": metrics.Retransmits, "rocescope_psn_gaps_total": metrics.PSNGaps} {
 		if got, ok := series[name]; !ok || got != float64(want[c]) {
 			t.Errorf("%s = %v (present %v), want %d", name, got, ok, want[c])
@@ -78,6 +80,19 @@ func TestPrometheusExposition(t *testing.T) {
 	}
 	if got := series[`rocescope_opcode_packets_total{opcode="10",name="RC RDMA WRITE Only"}`]; got != float64(want.Opcode(10)) {
 		t.Errorf(`opcode 10 packets = %v, want %d`, got, want.Opcode(10))
+	}
+	// NAKs by code: the codes add up to the NAKs, and each is its own.
+	var naks float64
+	for code := range 32 {
+		k := fmt.Sprintf(`rocescope_naks_total{code="%d",name=%q}`, code, decode.NAKCode(code).String())
+		got, ok := series[k]
+		if n := want.NAKCode(uint8(code)); got != float64(n) || (!ok && (n > 0 || code <= 4)) {
+			t.Errorf("%s = %v (present %v), want %d", k, got, ok, n)
+		}
+		naks += got
+	}
+	if _, ok := series["rocescope_naks_total"]; ok || naks != float64(want[metrics.NAKs]) || naks == 0 {
+		t.Errorf("NAKs by code add up to %v, want %d (> 0) and no unlabeled series", naks, want[metrics.NAKs])
 	}
 }
 
@@ -108,7 +123,12 @@ func TestPrometheusTextFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	for _, r := range handReports(t, &metrics.Config{Workers: 1, Host: "h"}) {
+	reports := handReports(t, &metrics.Config{Workers: 1, Host: "h"})
+	// End with a window that matched latencies of both kinds.
+	for len(reports) > 1 && (reports[len(reports)-1].ReadLatency.Count == 0 || reports[len(reports)-1].AckLatency.Count == 0) {
+		reports = reports[:len(reports)-1]
+	}
+	for _, r := range reports {
 		p.Update(r)
 	}
 	text := scrape(t, p.Addr())
@@ -161,9 +181,27 @@ func TestPrometheusTextFormat(t *testing.T) {
 			}
 		}
 	}
-	for _, s := range []string{"rocescope_read_latency_seconds", "rocescope_ack_latency_seconds"} {
-		if types[s] != "summary" || strings.Join(quantiles[s], " ") != "0.5 0.9 0.99 0.999" || parts[s] != 2 {
-			t.Errorf("%s: type %q, quantiles %q, %d of _sum and _count", s, types[s], quantiles[s], parts[s])
+	for name, typ := range types {
+		if typ == "summary" || parts[name] > 0 {
+			t.Errorf("%s: a summary", name)
+		}
+	}
+	last := reports[len(reports)-1]
+	for s, l := range map[string]report.LatencySummary{"rocescope_read_latency": last.ReadLatency, "rocescope_ack_latency": last.AckLatency} {
+		if l.Count == 0 {
+			t.Fatalf("%s: the last window of the fixture has no match", s)
+		}
+		want := fmt.Sprintf("%s_seconds{quantile=\"0.99\"} %s\n%s_seconds{quantile=\"0.999\"} %s\n",
+			s, strconv.FormatFloat(l.P99/1e9, 'g', -1, 64), s, strconv.FormatFloat(l.P999/1e9, 'g', -1, 64))
+		want2 := fmt.Sprintf("%s_max_seconds %s\n", s, strconv.FormatFloat(l.Max/1e9, 'g', -1, 64))
+		want3 := fmt.Sprintf("%s_window_matches %d\n", s, l.Count)
+		for _, w := range []string{want, want2, want3} {
+			if !strings.Contains(text, w) {
+				t.Errorf("no %q in the exposition", w)
+			}
+		}
+		if types[s+"_seconds"] != "gauge" || types[s+"_max_seconds"] != "gauge" || types[s+"_matches_total"] != "counter" {
+			t.Errorf("%s: types %q, %q, %q", s, types[s+"_seconds"], types[s+"_max_seconds"], types[s+"_matches_total"])
 		}
 	}
 	if !regexp.MustCompile(`(?m)^rocescope_build_info\{version="[^"]+",goversion="go1\.[^"]+"\} 1$`).MatchString(text) {
