@@ -2,7 +2,10 @@ package ipfix
 
 import (
 	"errors"
+	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -386,4 +389,32 @@ func TestNTPTime(t *testing.T) {
 
 func binaryUint64(v uint64) []byte {
 	return []byte{byte(v >> 56), byte(v >> 48), byte(v >> 40), byte(v >> 32), byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}
+}
+
+// TestDocsListEveryElement: docs/ipfix.md lists every element, with its
+// number, type and length, and the smallest message bound.
+func TestDocsListEveryElement(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "ipfix.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	rows := 0
+	for _, e := range Elements() {
+		by := "IANA"
+		if e.Enterprise {
+			by = "PEN"
+		}
+		row := fmt.Sprintf("| %d | %s | %s | %s | %d | %s |", e.ID, by, e.Name, e.Type, e.Length, e.About)
+		if !strings.Contains(doc, row+"\n") {
+			t.Errorf("docs/ipfix.md lacks the row\n%s", row)
+		}
+		rows++
+	}
+	if n := strings.Count(doc, "\n| ") - 1; n != rows { // less the header
+		t.Errorf("docs/ipfix.md has %d element rows, want %d", n, rows)
+	}
+	if want := fmt.Sprintf("from %d (a template and a record", minMessageBytes()); !strings.Contains(doc, want) {
+		t.Errorf("docs/ipfix.md lacks %q", want)
+	}
 }
