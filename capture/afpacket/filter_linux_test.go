@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/rocescope/rocescope/capture/internal/netnstest"
+	"github.com/rocescope/rocescope/internal/netnstest"
 	"golang.org/x/sys/unix"
 )
 

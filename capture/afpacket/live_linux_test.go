@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/rocescope/rocescope/capture"
-	"github.com/rocescope/rocescope/capture/internal/netnstest"
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/netnstest"
 )
 
 // liveConfig is the ring the live tests use: 64 MiB holds all their

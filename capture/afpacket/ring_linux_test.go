@@ -9,8 +9,8 @@ import (
 	"unsafe"
 
 	"github.com/rocescope/rocescope/capture"
-	"github.com/rocescope/rocescope/capture/internal/netnstest"
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/netnstest"
 	"golang.org/x/sys/unix"
 )
 

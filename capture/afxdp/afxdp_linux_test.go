@@ -7,16 +7,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rocescope/rocescope/capture"
-	"github.com/rocescope/rocescope/capture/internal/netnstest"
 	"github.com/rocescope/rocescope/capture/synth"
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/netnstest"
 )
 
 func TestOpenNoInterface(t *testing.T) {
@@ -117,16 +116,6 @@ func startReader(s *Socket, queue uint16, stop <-chan struct{}, start int64) *re
 	return r
 }
 
-// xdpAttached reports whether ip shows an XDP program on the interface.
-func xdpAttached(t *testing.T, ns, iface string) bool {
-	t.Helper()
-	out, err := exec.Command("ip", "-n", ns, "-d", "link", "show", "dev", iface).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ip -n %s -d link show dev %s: %v: %s", ns, iface, err, out)
-	}
-	return strings.Contains(string(out), "xdp")
-}
-
 // TestCaptureLive sends 100000 RoCE and 20000 other frames from the peer
 // and checks that the socket got exactly the RoCE frames, byte for byte:
 // in bursts (received + dropped must be all RoCE frames) and paced (no
@@ -203,7 +192,7 @@ func TestJumboLive(t *testing.T) {
 func captureLive(t *testing.T, mode string, paced bool, mtu int, frames [][]byte, isRoCE []bool, want map[string]int) {
 	p := netnstest.New(t)
 	if mtu != 0 {
-		setMTU(t, p, mtu)
+		p.SetMTU(t, mtu)
 	}
 	var g *Group
 	err := p.Do(p.NSB, func() (err error) {
@@ -215,7 +204,7 @@ func captureLive(t *testing.T, mode string, paced bool, mtu int, frames [][]byte
 	}
 	t.Cleanup(func() { g.Close() })
 	t.Logf("%s", g.Describe())
-	if !xdpAttached(t, p.NSB, p.IfB) {
+	if !p.XDPAttached(t) {
 		t.Fatalf("ip shows no XDP program on %s after Open", p.IfB)
 	}
 	s := g.Sockets()[0]
@@ -313,7 +302,7 @@ func captureLive(t *testing.T, mode string, paced bool, mtu int, frames [][]byte
 	if err := g.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	if xdpAttached(t, p.NSB, p.IfB) {
+	if p.XDPAttached(t) {
 		t.Errorf("ip still shows an XDP program on %s after Close", p.IfB)
 	}
 	if err := s.Next(capture.NewBatch(1)); !errors.Is(err, os.ErrClosed) {
@@ -359,7 +348,7 @@ func TestOpenCleansUpLive(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Open(%+v) = %v, want an error containing %q", c.cfg, err, c.want)
 		}
-		if xdpAttached(t, p.NSB, p.IfB) {
+		if p.XDPAttached(t) {
 			t.Fatalf("ip shows an XDP program on %s after the failed Open(%+v)", p.IfB, c.cfg)
 		}
 	}
@@ -390,18 +379,8 @@ func TestOpenUnprivilegedLive(t *testing.T) {
 		t.Errorf("child's Open error is not %q:\n%s", want, out)
 	}
 	t.Logf("child: %s", out)
-	if xdpAttached(t, p.NSB, p.IfB) {
+	if p.XDPAttached(t) {
 		t.Errorf("ip shows an XDP program on %s after the child's Open", p.IfB)
-	}
-}
-
-// setMTU sets the MTU of both ends of p.
-func setMTU(t *testing.T, p *netnstest.Pair, mtu int) {
-	t.Helper()
-	for _, end := range []struct{ ns, ifname string }{{p.NSA, p.IfA}, {p.NSB, p.IfB}} {
-		if out, err := exec.Command("ip", "-n", end.ns, "link", "set", "dev", end.ifname, "mtu", strconv.Itoa(mtu)).CombinedOutput(); err != nil {
-			t.Fatalf("set MTU of %s: %v: %s", end.ifname, err, out)
-		}
 	}
 }
 
@@ -412,7 +391,7 @@ func setMTU(t *testing.T, p *netnstest.Pair, mtu int) {
 // its own, taken between the start of its sending and the next frame's.
 func TestFrameLengthsLive(t *testing.T) {
 	p := netnstest.New(t)
-	setMTU(t, p, 9216)
+	p.SetMTU(t, 9216)
 	var g *Group
 	if err := p.Do(p.NSB, func() (err error) { g, err = Open(p.IfB, &Config{Queues: []int{0}}); return err }); err != nil {
 		t.Fatalf("Open: %v", err)

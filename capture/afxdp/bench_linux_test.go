@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rocescope/rocescope/capture"
-	"github.com/rocescope/rocescope/capture/internal/netnstest"
+	"github.com/rocescope/rocescope/internal/netnstest"
 )
 
 // xdpMD is struct xdp_md, the context BPF_PROG_TEST_RUN takes.

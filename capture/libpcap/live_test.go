@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/rocescope/rocescope/capture"
-	"github.com/rocescope/rocescope/capture/internal/netnstest"
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/netnstest"
 )
 
 // openLive opens p.IfB inside p.NSB and closes it when the test ends.

@@ -9,25 +9,21 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/capture/synth"
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/netnstest"
 )
 
 // The live tests run the rocescope binary the way an operator does: built
@@ -37,9 +33,7 @@ import (
 // capture/synth trace (RC connections with WRITE, SEND and READ, ACKs,
 // NAKs, CNPs, PFC pause frames and ARP/UDP/TCP background); what the reports
 // must say is computed by decoding the same frames with decode.Packet.
-//
-// capture/internal/netnstest cannot be used here: Go allows an internal
-// package only to importers under capture/.
+// The namespaces and the veth pair come from internal/netnstest.
 
 const (
 	liveRoCE = 100000 // RoCE frames each run sends
@@ -50,11 +44,12 @@ const (
 	// rings by then, and the capture takes them within milliseconds.
 	liveSettle = 2 * time.Second
 	// liveMaxNoise bounds the frames the namespaces' own kernels may add to
-	// a capture of every frame (the veth ends have no addresses and IPv6 is
-	// off, so none are expected).
+	// a capture of every frame (multicast listener reports when a link
+	// comes up, as a rule none).
 	liveMaxNoise = 50
-	// liveMTU is the veth pair's MTU.
-	liveMTU = "2000"
+	// liveMTU is the veth pair's MTU: it fits synth's largest background
+	// frames (1460 bytes of TCP payload over IPv6 and a VLAN tag).
+	liveMTU = 2000
 	// liveNoIface names an interface that does not exist.
 	liveNoIface = "rsnosuchif0"
 )
@@ -65,23 +60,6 @@ const (
 // repeated at the next rate. Each run checks that every frame is reported
 // or counted as dropped.
 var liveRates = []int{30000, 10000, 10000}
-
-// liveSkip skips t unless ROCESCOPE_LIVE=1 is set, the test runs as root
-// and the tools are installed.
-func liveSkip(t *testing.T, tools ...string) {
-	t.Helper()
-	if os.Getenv("ROCESCOPE_LIVE") != "1" {
-		t.Skip("live test: needs network namespaces and root; set ROCESCOPE_LIVE=1 and run as root")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("live test: ROCESCOPE_LIVE=1 but not running as root (euid != 0)")
-	}
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("live test: needs %s: %v", tool, err)
-		}
-	}
-}
 
 // buildRocescope builds the command in this directory with the given build
 // tags into a directory everyone may read, so that it can also run as an
@@ -105,89 +83,6 @@ func buildRocescope(t *testing.T, tags string) (string, error) {
 		return "", fmt.Errorf("go %s .: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return bin, nil
-}
-
-// vethPair is two network namespaces joined by a veth pair, ifA in nsA and
-// ifB in nsB, both up, without addresses and with IPv6 off, so that their
-// kernels send nothing on their own. The MTU fits synth's largest
-// background frames (1460 bytes of TCP payload over IPv6 and a VLAN tag).
-type vethPair struct {
-	nsA, nsB, ifA, ifB string
-}
-
-// vethPairs counts the pairs this process made, so that names are unique.
-var vethPairs atomic.Int32
-
-// newVethPair makes a pair whose ends have the given number of queues (0
-// means one) and registers the cleanup that deletes both namespaces, and
-// with them the veth pair.
-func newVethPair(t *testing.T, queues int) *vethPair {
-	t.Helper()
-	n, pid := vethPairs.Add(1), os.Getpid()
-	p := &vethPair{
-		nsA: fmt.Sprintf("rs%dca%d", pid, n), // "rs": CI looks for leftovers by it
-		nsB: fmt.Sprintf("rs%dcb%d", pid, n),
-		ifA: fmt.Sprintf("rs%dcva%d", pid, n),
-		ifB: fmt.Sprintf("rs%dcvb%d", pid, n),
-	}
-	for _, ns := range []string{p.nsA, p.nsB} {
-		t.Cleanup(func() {
-			if out, err := exec.Command("ip", "netns", "delete", ns).CombinedOutput(); err != nil {
-				t.Errorf("delete namespace %s: %v: %s", ns, err, out)
-			}
-		})
-		runIP(t, "netns", "add", ns)
-		runIP(t, "netns", "exec", ns, "sysctl", "-q", "-w",
-			"net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
-	}
-	q := strconv.Itoa(max(queues, 1))
-	runIP(t, "link", "add", p.ifA, "netns", p.nsA, "numtxqueues", q, "numrxqueues", q,
-		"type", "veth", "peer", "name", p.ifB, "netns", p.nsB, "numtxqueues", q, "numrxqueues", q)
-	runIP(t, "-n", p.nsA, "link", "set", p.ifA, "mtu", liveMTU, "up")
-	runIP(t, "-n", p.nsB, "link", "set", p.ifB, "mtu", liveMTU, "up")
-	return p
-}
-
-// flap takes p.ifB down and up again, as a mirror port's link may flap,
-// and waits until both ends carry frames again.
-func (p *vethPair) flap(t *testing.T) {
-	t.Helper()
-	runIP(t, "-n", p.nsB, "link", "set", p.ifB, "down")
-	runIP(t, "-n", p.nsB, "link", "set", p.ifB, "up")
-	deadline := time.Now().Add(10 * time.Second)
-	for _, end := range [][2]string{{p.nsA, p.ifA}, {p.nsB, p.ifB}} {
-		for {
-			out, err := exec.Command("ip", "-n", end[0], "link", "show", "dev", end[1]).CombinedOutput()
-			if err != nil {
-				t.Fatalf("ip -n %s link show dev %s: %v: %s", end[0], end[1], err, out)
-			}
-			if strings.Contains(string(out), "LOWER_UP") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s has no carrier 10s after the link came up: %s", end[1], out)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-}
-
-// xdpAttached reports whether ip shows an XDP program on p.ifB.
-func (p *vethPair) xdpAttached(t *testing.T) bool {
-	t.Helper()
-	out, err := exec.Command("ip", "-n", p.nsB, "-d", "link", "show", "dev", p.ifB).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ip -n %s -d link show dev %s: %v: %s", p.nsB, p.ifB, err, out)
-	}
-	return strings.Contains(string(out), "xdp")
-}
-
-// runIP runs the ip command and fails t with its output on error.
-func runIP(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-	}
 }
 
 // liveFlow is a flow as reports name it.
@@ -396,12 +291,12 @@ func (s *stderrLines) String() string {
 	return s.text.String()
 }
 
-// capture runs rocescope capture on p.ifB in p.nsB while the traffic is
-// sent from p.nsA, and returns the report file and the attach line.
-func (p *vethPair) capture(t *testing.T, r liveRun, tr *liveTraffic) (reports, attached string) {
+// runCapture runs rocescope capture on p.IfB in p.NSB while the traffic is
+// sent from p.NSA, and returns the report file and the attach line.
+func runCapture(t *testing.T, p *netnstest.Pair, r liveRun, tr *liveTraffic) (reports, attached string) {
 	t.Helper()
 	reports = filepath.Join(t.TempDir(), "reports.jsonl")
-	args := []string{"netns", "exec", p.nsB, r.bin, "capture", "-i", p.ifB, "--mode", r.mode,
+	args := []string{"netns", "exec", p.NSB, r.bin, "capture", "-i", p.IfB, "--mode", r.mode,
 		"--format", "jsonl", "--window", "1s", "--exact", "--workers", "2", "-o", reports}
 	if r.all {
 		args = append(args, "--all")
@@ -417,7 +312,7 @@ func (p *vethPair) capture(t *testing.T, r liveRun, tr *liveTraffic) (reports, a
 		t.Fatal(err)
 	}
 	stderr := &stderrLines{
-		match: regexp.MustCompile(`^rocescope capture: .* on ` + regexp.QuoteMeta(p.ifB) + `$`),
+		match: regexp.MustCompile(`^rocescope capture: .* on ` + regexp.QuoteMeta(p.IfB) + `$`),
 		found: make(chan string, 1),
 		done:  make(chan struct{}),
 	}
@@ -444,12 +339,12 @@ func (p *vethPair) capture(t *testing.T, r liveRun, tr *liveTraffic) (reports, a
 	start := time.Now()
 	if r.flap {
 		half := len(tr.frames) / 2
-		p.send(t, tr.frames[:half], r.pps)
+		send(t, p, tr.frames[:half], r.pps)
 		time.Sleep(liveSettle) // frames still in the veth are lost when it goes down
-		p.flap(t)
-		p.send(t, tr.frames[half:], r.pps)
+		p.Flap(t)
+		send(t, p, tr.frames[half:], r.pps)
 	} else {
-		p.send(t, tr.frames, r.pps)
+		send(t, p, tr.frames, r.pps)
 	}
 	sent := time.Since(start)
 	if r.interrupt {
@@ -469,76 +364,18 @@ func (p *vethPair) capture(t *testing.T, r liveRun, tr *liveTraffic) (reports, a
 		t.Fatalf("%s did not exit\nstderr:\n%s", cmd, stderr)
 	}
 	t.Logf("%s\nstderr:\n%s", attached, stderr)
-	if p.xdpAttached(t) {
-		t.Errorf("rocescope exited and left an XDP program on %s", p.ifB)
+	if p.XDPAttached(t) {
+		t.Errorf("rocescope exited and left an XDP program on %s", p.IfB)
 	}
 	return reports, attached
 }
 
-// liveBurst is how many frames send writes back to back: after a stall it
-// does not catch up, so no burst is longer.
-const liveBurst = 64
-
-// send writes frames out of p.ifA at pps frames per second, from a packet
-// socket opened in p.nsA by a thread that never leaves it.
-func (p *vethPair) send(t *testing.T, frames [][]byte, pps int) {
+// send writes frames out of p.IfA at pps frames per second.
+func send(t *testing.T, p *netnstest.Pair, frames [][]byte, pps int) {
 	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		errc <- p.sendFrom(frames, pps)
-	}()
-	if err := <-errc; err != nil {
+	if _, err := p.SendPaced(frames, pps); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// sendFrom moves the calling thread into p.nsA and writes frames out of
-// p.ifA, in bursts of liveBurst frames at pps frames per second.
-func (p *vethPair) sendFrom(frames [][]byte, pps int) error {
-	path := "/run/netns/" + p.nsA
-	ns, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer ns.Close()
-	if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-		return fmt.Errorf("setns %s: %w", path, err)
-	}
-	ifi, err := net.InterfaceByName(p.ifA)
-	if err != nil {
-		return fmt.Errorf("namespace %s: %w", p.nsA, err)
-	}
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0) // protocol 0: send only
-	if err != nil {
-		return fmt.Errorf("AF_PACKET socket in %s: %w", p.nsA, err)
-	}
-	defer unix.Close(fd)
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Ifindex: ifi.Index}); err != nil {
-		return fmt.Errorf("bind to %s: %w", p.ifA, err)
-	}
-	next := time.Now()
-	for i, f := range frames {
-		if i%liveBurst == 0 && i > 0 {
-			next = next.Add(liveBurst * time.Second / time.Duration(pps))
-			if d := time.Until(next); d > 0 {
-				time.Sleep(d)
-			} else {
-				next = time.Now()
-			}
-		}
-		for {
-			_, err := unix.Write(fd, f)
-			if err == nil {
-				break
-			}
-			if err != unix.ENOBUFS && err != unix.EAGAIN {
-				return fmt.Errorf("send frame %d (%d bytes) on %s: %w", i, len(f), p.ifA, err)
-			}
-			time.Sleep(100 * time.Microsecond) // the device is out of buffers: retry
-		}
-	}
-	return nil
 }
 
 // check compares the summed reports with the traffic: every frame the
@@ -600,11 +437,11 @@ func (tr *liveTraffic) check(t *testing.T, reports string, all bool) (drops uint
 // line of the last one.
 func captureChecked(t *testing.T, r liveRun, tr *liveTraffic) (attached string) {
 	t.Helper()
-	p := newVethPair(t, r.queues)
+	p := netnstest.NewWith(t, &netnstest.Config{Queues: r.queues, MTU: liveMTU})
 	for i, pps := range liveRates {
 		r.pps = pps
 		var reports string
-		reports, attached = p.capture(t, r, tr)
+		reports, attached = runCapture(t, p, r, tr)
 		drops := tr.check(t, reports, r.all)
 		switch {
 		case drops == 0:
@@ -622,7 +459,7 @@ func captureChecked(t *testing.T, r liveRun, tr *liveTraffic) (attached string) 
 // --all, and checks the reports against it. Runs stop by SIGINT, but for
 // one that sends a part of the trace and stops by --duration.
 func TestCaptureLive(t *testing.T) {
-	liveSkip(t, "ip")
+	netnstest.Skip(t)
 	bin, err := buildRocescope(t, "")
 	if err != nil {
 		t.Fatal(err)
@@ -705,27 +542,30 @@ func runRocescope(t *testing.T, name string, args ...string) (int, string) {
 // a user without privileges (exit status 1, saying what is wrong). A failed
 // capture leaves no XDP program behind.
 func TestCaptureLiveErrors(t *testing.T) {
-	liveSkip(t, "ip", "setpriv")
+	netnstest.Skip(t)
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skipf("live test: needs setpriv: %v", err)
+	}
 	bin, err := buildRocescope(t, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newVethPair(t, 0)
+	p := netnstest.NewWith(t, &netnstest.Config{MTU: liveMTU})
 	for _, c := range []struct {
 		args []string
 		code int
 		msg  string
 	}{
 		{[]string{"capture"}, 2, "-i IFACE is required"},
-		{[]string{"capture", "-i", p.ifB, "eth9"}, 2, "capture takes no arguments"},
-		{[]string{"capture", "-i", p.ifB, "--mode", "xdp"}, 2, `--mode "xdp": want auto, afxdp, afpacket or pcap`},
-		{[]string{"capture", "-i", p.ifB, "--queues", "3-1"}, 2, `--queues "3-1"`},
-		{[]string{"capture", "-i", p.ifB, "--mode", "afpacket", "--queues", "0"}, 2, "does not apply to --mode afpacket"},
-		{[]string{"capture", "-i", p.ifB, "--mode", "pcap", "--queues", "0"}, 2, "does not apply to --mode pcap"},
-		{[]string{"capture", "-i", p.ifB, "--duration", "-1s"}, 2, "--duration -1s"},
-		{[]string{"capture", "-i", p.ifB, "--mode", "pcap"}, 1, "built without libpcap"},
+		{[]string{"capture", "-i", p.IfB, "eth9"}, 2, "capture takes no arguments"},
+		{[]string{"capture", "-i", p.IfB, "--mode", "xdp"}, 2, `--mode "xdp": want auto, afxdp, afpacket or pcap`},
+		{[]string{"capture", "-i", p.IfB, "--queues", "3-1"}, 2, `--queues "3-1"`},
+		{[]string{"capture", "-i", p.IfB, "--mode", "afpacket", "--queues", "0"}, 2, "does not apply to --mode afpacket"},
+		{[]string{"capture", "-i", p.IfB, "--mode", "pcap", "--queues", "0"}, 2, "does not apply to --mode pcap"},
+		{[]string{"capture", "-i", p.IfB, "--duration", "-1s"}, 2, "--duration -1s"},
+		{[]string{"capture", "-i", p.IfB, "--mode", "pcap"}, 1, "built without libpcap"},
 	} {
-		code, stderr := runRocescope(t, "ip", append([]string{"netns", "exec", p.nsB, bin}, c.args...)...)
+		code, stderr := runRocescope(t, "ip", append([]string{"netns", "exec", p.NSB, bin}, c.args...)...)
 		if code != c.code || !strings.Contains(stderr, c.msg) {
 			t.Errorf("rocescope %s: exit %d, stderr %q; want %d and %q", strings.Join(c.args, " "), code, stderr, c.code, c.msg)
 		}
@@ -738,19 +578,19 @@ func TestCaptureLiveErrors(t *testing.T) {
 	}
 	for _, m := range modes {
 		t.Run(m.mode, func(t *testing.T) {
-			code, stderr := runRocescope(t, "ip", "netns", "exec", p.nsB, m.bin, "capture", "-i", liveNoIface, "--mode", m.mode)
+			code, stderr := runRocescope(t, "ip", "netns", "exec", p.NSB, m.bin, "capture", "-i", liveNoIface, "--mode", m.mode)
 			if code != 1 || !strings.Contains(stderr, liveNoIface) {
 				t.Errorf("capture -i %s: exit %d, stderr %q; want 1 and the interface named", liveNoIface, code, stderr)
 			}
-			code, stderr = runRocescope(t, "ip", "netns", "exec", p.nsB,
+			code, stderr = runRocescope(t, "ip", "netns", "exec", p.NSB,
 				"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all",
-				m.bin, "capture", "-i", p.ifB, "--mode", m.mode, "--duration", "1s")
+				m.bin, "capture", "-i", p.IfB, "--mode", m.mode, "--duration", "1s")
 			if code != 1 || !strings.Contains(stderr, "root") {
 				t.Errorf("capture as nobody: exit %d, stderr %q; want 1 and a message that it needs root", code, stderr)
 			}
 			t.Logf("as nobody: %s", stderr)
-			if p.xdpAttached(t) {
-				t.Errorf("a failed capture left an XDP program on %s", p.ifB)
+			if p.XDPAttached(t) {
+				t.Errorf("a failed capture left an XDP program on %s", p.IfB)
 			}
 		})
 	}

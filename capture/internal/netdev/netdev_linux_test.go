@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/rocescope/rocescope/capture"
-	"github.com/rocescope/rocescope/capture/internal/netnstest"
+	"github.com/rocescope/rocescope/internal/netnstest"
 )
 
 func TestIndexMissing(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -60,12 +61,27 @@ var ipv6Quiet = []struct{ name, value string }{
 	{"addr_gen_mode", "1"}, // no automatic link-local address
 }
 
-// New makes a fresh pair for t and registers a cleanup that deletes both
-// namespaces (and with them the veth pair). It calls [Skip] first, and fails
-// t if any step fails.
-func New(t testing.TB) *Pair {
+// Config shapes a pair; the zero value (or nil) means one queue each way
+// and the veth's default MTU.
+type Config struct {
+	Queues int // receive and transmit queues of each end; 0 means 1
+	MTU    int // MTU of both ends; 0 leaves the veth's default (1500)
+}
+
+// New makes a fresh pair for t with the default Config; see [NewWith].
+func New(t testing.TB) *Pair { return NewWith(t, nil) }
+
+// NewWith makes a fresh pair for t as cfg says (nil: defaults) and
+// registers a cleanup that deletes both namespaces (and with them the veth
+// pair). It calls [Skip] first, and fails t if any step fails.
+func NewWith(t testing.TB, cfg *Config) *Pair {
 	t.Helper()
 	Skip(t)
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	queues := strconv.Itoa(max(c.Queues, 1))
 	n := pairs.Add(1)
 	pid := os.Getpid()
 	sub := byte(n)
@@ -90,7 +106,11 @@ func New(t testing.TB) *Pair {
 			t.Fatalf("netnstest: namespace %s: %v", ns, err)
 		}
 	}
-	ip(t, "link", "add", p.IfA, "netns", p.NSA, "type", "veth", "peer", "name", p.IfB, "netns", p.NSB)
+	ip(t, "link", "add", p.IfA, "netns", p.NSA, "numtxqueues", queues, "numrxqueues", queues,
+		"type", "veth", "peer", "name", p.IfB, "netns", p.NSB, "numtxqueues", queues, "numrxqueues", queues)
+	if c.MTU > 0 {
+		p.SetMTU(t, c.MTU)
+	}
 	for _, end := range []struct {
 		ns, ifname string
 		v4, v6     netip.Prefix
@@ -123,6 +143,47 @@ func New(t testing.TB) *Pair {
 func (p *Pair) DeleteLink(t testing.TB) {
 	t.Helper()
 	ip(t, "-n", p.NSB, "link", "delete", p.IfB)
+}
+
+// SetMTU sets the MTU of both ends.
+func (p *Pair) SetMTU(t testing.TB, mtu int) {
+	t.Helper()
+	ip(t, "-n", p.NSA, "link", "set", "dev", p.IfA, "mtu", strconv.Itoa(mtu))
+	ip(t, "-n", p.NSB, "link", "set", "dev", p.IfB, "mtu", strconv.Itoa(mtu))
+}
+
+// XDPAttached reports whether ip shows an XDP program on IfB.
+func (p *Pair) XDPAttached(t testing.TB) bool {
+	t.Helper()
+	out, err := exec.Command("ip", "-n", p.NSB, "-d", "link", "show", "dev", p.IfB).CombinedOutput()
+	if err != nil {
+		t.Fatalf("netnstest: ip -n %s -d link show dev %s: %v: %s", p.NSB, p.IfB, err, out)
+	}
+	return strings.Contains(string(out), "xdp")
+}
+
+// Flap takes IfB down and up again, as a mirror port's link may flap, and
+// waits until both ends carry frames again.
+func (p *Pair) Flap(t testing.TB) {
+	t.Helper()
+	ip(t, "-n", p.NSB, "link", "set", p.IfB, "down")
+	ip(t, "-n", p.NSB, "link", "set", p.IfB, "up")
+	deadline := time.Now().Add(10 * time.Second)
+	for _, end := range [][2]string{{p.NSA, p.IfA}, {p.NSB, p.IfB}} {
+		for {
+			out, err := exec.Command("ip", "-n", end[0], "link", "show", "dev", end[1]).CombinedOutput()
+			if err != nil {
+				t.Fatalf("netnstest: ip -n %s link show dev %s: %v: %s", end[0], end[1], err, out)
+			}
+			if strings.Contains(string(out), "LOWER_UP") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("netnstest: %s has no carrier 10s after the link came up: %s", end[1], out)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 }
 
 // ip runs the ip command with args and fails t with its output on error.
@@ -190,7 +251,15 @@ func (p *Pair) Do(ns string, fn func() error) (err error) {
 // and go nowhere else. A frame the device refuses for lack of buffers is
 // retried (up to about a second). Send returns how many frames it sent; the
 // error names the first frame that could not be sent.
-func (p *Pair) Send(frames [][]byte) (int, error) {
+func (p *Pair) Send(frames [][]byte) (int, error) { return p.SendPaced(frames, 0) }
+
+// sendBurst is how many frames SendPaced writes back to back: after a stall
+// it does not catch up, so no burst is longer.
+const sendBurst = 64
+
+// SendPaced is [Pair.Send] at pps frames per second (0: as fast as the
+// device takes them), in bursts of 64 frames.
+func (p *Pair) SendPaced(frames [][]byte, pps int) (int, error) {
 	sent := 0
 	err := p.Do(p.NSA, func() error {
 		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0) // protocol 0: send only
@@ -204,7 +273,16 @@ func (p *Pair) Send(frames [][]byte) (int, error) {
 		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1); err != nil {
 			return fmt.Errorf("netnstest: %s: PACKET_QDISC_BYPASS: %w", p.IfA, err)
 		}
+		next := time.Now()
 		for i, f := range frames {
+			if pps > 0 && i%sendBurst == 0 && i > 0 {
+				next = next.Add(sendBurst * time.Second / time.Duration(pps))
+				if d := time.Until(next); d > 0 {
+					time.Sleep(d)
+				} else {
+					next = time.Now()
+				}
+			}
 			if err := write(fd, f); err != nil {
 				return fmt.Errorf("netnstest: send frame %d (%d bytes) on %s: %w", i, len(f), p.IfA, err)
 			}
