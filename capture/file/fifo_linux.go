@@ -4,7 +4,9 @@ package file
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -55,4 +57,21 @@ func waitInput(f *os.File) error {
 		return fmt.Errorf("waiting for a writer of the pipe: %w", err)
 	}
 	return nil
+}
+
+// stdinPipe returns a path that opens anew the pipe stdin reads, when stdin
+// is an *os.File of a pipe, and "" otherwise. Read through its own file
+// description, opened without blocking, the pipe is in the runtime's
+// poller, so that Close ends a read that waits for a silent writer, as it
+// does for a named pipe; standard input itself stays in blocking mode for
+// whoever else reads it.
+func stdinPipe(stdin io.Reader) string {
+	f, ok := stdin.(*os.File)
+	if !ok {
+		return ""
+	}
+	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		return ""
+	}
+	return "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
 }

@@ -135,3 +135,68 @@ func TestNamedPipeClose(t *testing.T) {
 		})
 	}
 }
+
+// TestStdinPipeClose closes a source whose Next waits on standard input
+// ("-") that is a pipe whose writer sends nothing, as in
+// "sleep 100 | rocescope replay -": Next must return os.ErrClosed within a
+// second of Close, as for a named pipe given by its name.
+func TestStdinPipeClose(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	defer r.Close()
+	src, err := open([]string{"-"}, nil, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- src.Next(capture.NewBatch(8)) }()
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("Next returned %v before Close", err)
+	default:
+	}
+	start := time.Now()
+	if err := src.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Errorf("Next after Close = %v, want os.ErrClosed", err)
+		}
+		t.Logf("Next returned %v after %v", err, time.Since(start))
+	case <-time.After(5 * time.Second):
+		w.Close() // ends the read, so that the test leaves no goroutine blocked
+		t.Fatal("Next still blocked 5 s after Close")
+	}
+}
+
+// TestStdinPipe reads a pcap from standard input that is a pipe.
+func TestStdinPipe(t *testing.T) {
+	pc, want := basePcap(65535)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	go func() {
+		w.Write(pc)
+		w.Close()
+	}()
+	src, err := open([]string{"-"}, nil, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	got, err := readAll(t, src, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := diffFrames(want, got); diff != "" {
+		t.Errorf("frames (-want +got):\n%s", diff)
+	}
+}

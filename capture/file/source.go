@@ -495,8 +495,12 @@ func (s *Source) openNext(win *window) (*input, error) {
 
 	var raw io.Reader = s.stdin
 	minFill := 0 // a pipe delivers what it has, without waiting for a chunk
-	if path != "-" {
-		f, err := openInput(path)
+	name := path // what to open: a file, or the pipe on standard input
+	if path == "-" {
+		name = stdinPipe(s.stdin)
+	}
+	if name != "" {
+		f, err := openInput(name)
 		if err != nil {
 			return in, fmt.Errorf("capture: %w", err)
 		}
