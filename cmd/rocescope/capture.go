@@ -25,8 +25,9 @@ replay does. Windows close on the wall clock: a window is reported once its
 end plus --lateness has passed. Frames the kernel or the capture rings dropped
 are reported in each window as kernel_drops; nothing is dropped silently.
 The capture ends when --duration has passed or on an interrupt (Ctrl-C,
-SIGINT or SIGTERM): the open windows are then reported and the exit status
-is 0.
+SIGINT, SIGTERM, or SIGHUP when the terminal goes away): the open windows
+are then reported and the exit status is 0. Started with SIGHUP ignored
+(nohup, or a service), it goes on after a hang-up.
 
 Modes:
   afxdp     AF_XDP sockets, one per RX queue (--queues); an XDP program built

@@ -51,10 +51,23 @@ func commands() []*command {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals()...)
 	code := run(ctx, &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
 	stop()
 	os.Exit(code)
+}
+
+// stopSignals are the signals that end a run the way Ctrl-C does, with the
+// open windows reported: SIGINT, SIGTERM and SIGHUP (a closed terminal or
+// SSH session), but not SIGHUP when the process started with it ignored
+// (nohup, or a service manager that asks for it), which signal.Notify
+// would undo.
+func stopSignals() []os.Signal {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
 }
 
 // run runs the command line args and returns the exit status: 0 on
