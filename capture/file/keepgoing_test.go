@@ -1,11 +1,16 @@
 package file
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"testing"
+
+	"github.com/rocescope/rocescope/capture"
 )
 
 // insert returns b with extra inserted at off.
@@ -216,6 +221,83 @@ func TestNotCapture(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// TestKeepGoingCutGzip cuts a gzip-compressed pcap and pcapng file of 469
+// records at every flush point and in between: KeepGoing must deliver
+// every whole record before the cut, as many as a read without KeepGoing
+// delivers before its error, and count one damaged region, not the last
+// whole record as well.
+func TestKeepGoingCutGzip(t *testing.T) {
+	le := binary.LittleEndian
+	const records = 469
+	pc := pcapHeader(le, 0xa1b2c3d4, 65535, 1)
+	ng := appendBlock(nil, blockSHB, shbBody(le), le)
+	ng = appendBlock(ng, blockIDB, idbBody(le, 1, 100, nil), le)
+	var bodies [][]byte
+	for i := range records {
+		data := seq(byte(i), 60+i%97)
+		bodies = append(bodies, data)
+		pc = pcapRecord(pc, le, sec0+uint32(i/100), uint32(i%100)*1000, data, uint32(len(data)))
+		ng = appendBlock(ng, blockEPB, epbBody(le, 0, uint64(sec0)*1e6+uint64(i)*1000, data, uint32(len(data))), le)
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+	}{{"pcap", pc}, {"pcapng", ng}} {
+		t.Run(c.name, func(t *testing.T) {
+			// Flush often, so that a cut leaves whole records readable.
+			var buf bytes.Buffer
+			zw := gzip.NewWriter(&buf)
+			for off := 0; off < len(c.data); off += 1000 {
+				zw.Write(c.data[off:min(off+1000, len(c.data))])
+				zw.Flush()
+			}
+			zw.Close()
+			full := buf.Bytes()
+			checked := 0
+			for cut := 100; cut < len(full)-8; cut += 97 {
+				path := writeTemp(t, full[:cut])
+				strict, strictErr := countFrames(t, path, nil)
+				kept, keptErr := countFrames(t, path, &Options{KeepGoing: true})
+				if strictErr == nil || keptErr != nil {
+					t.Fatalf("cut at %d: errors %v without KeepGoing and %v with it, want an error and none", cut, strictErr, keptErr)
+				}
+				if kept.frames != strict.frames || kept.errors != 1 {
+					t.Errorf("cut at %d of %d: KeepGoing read %d frames and %d damaged regions; without it %d frames before %v",
+						cut, len(full), kept.frames, kept.errors, strict.frames, strictErr)
+				}
+				checked++
+			}
+			if checked < 10 {
+				t.Fatalf("only %d cuts checked", checked)
+			}
+		})
+	}
+}
+
+// counted is what countFrames read.
+type counted struct{ frames, errors uint64 }
+
+// countFrames reads paths to the end or the first error.
+func countFrames(t *testing.T, paths []string, opts *Options) (counted, error) {
+	t.Helper()
+	src, err := Open(paths, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	b := capture.NewBatch(64)
+	for {
+		err := src.Next(b)
+		if err == io.EOF {
+			err = nil
+		}
+		if err != nil || len(b.Frames) == 0 {
+			st := src.Stats()
+			return counted{st.Received, st.Errors}, err
 		}
 	}
 }

@@ -59,14 +59,16 @@ func (r *pcapReader) prev() int64 {
 
 // sound reports whether the record at the start of b, of n bytes with its
 // header, is plausible after a record of prev seconds, and followed by a
-// plausible header or by the end of the input. It reports false when the
-// follower is not buffered yet, for the slow path to refill.
+// plausible header or by the end of the input: its end, or a read error
+// (a cut gzip stream), which belongs to the bytes after the record. It
+// reports false when the follower is not buffered yet, for the slow path to
+// refill.
 func (r *pcapReader) sound(b []byte, n int, prev int64) bool {
 	if !r.plausible(b, prev) {
 		return false
 	}
 	if len(b)-n < pcapRecordHeaderLen {
-		return r.w.eof && r.w.err == nil
+		return r.w.eof || r.w.err != nil
 	}
 	return r.plausible(b[n:], int64(r.u32(b)))
 }
@@ -207,7 +209,10 @@ func (r *pcapReader) slow() error {
 	if !r.strict {
 		return nil
 	}
-	if err := w.ensure(need + pcapRecordHeaderLen); err != nil && err != io.EOF {
+	// The header after the record vouches for it; a read error there (a
+	// cut gzip stream) is reported at that header, as the end of the
+	// input would be.
+	if err := w.ensure(need + pcapRecordHeaderLen); err != nil && err != io.EOF && err != w.err {
 		return at.short(err, len(w.data)-w.pos, need+pcapRecordHeaderLen)
 	}
 	switch b := w.data[w.pos:]; {
