@@ -30,8 +30,9 @@ const (
 // captured queues. Close it to detach the program.
 type Group struct {
 	iface    string
+	link     netdev.Link // the interface's MTU, MAC and driver when opened
 	objs     objects
-	link     link.Link
+	xdp      link.Link
 	sockets  []*Socket
 	mode     string // "driver" or "generic"
 	zeroCopy bool
@@ -64,7 +65,11 @@ func Open(iface string, cfg *Config) (_ *Group, err error) {
 	if c.Queues, err = queues(iface, c.Queues); err != nil {
 		return nil, err
 	}
-	g := &Group{iface: iface, snapLen: c.SnapLen}
+	l, err := netdev.LinkOf(iface)
+	if err != nil {
+		return nil, err
+	}
+	g := &Group{iface: iface, snapLen: c.SnapLen, link: l}
 	defer func() {
 		if err != nil {
 			_ = g.Close()
@@ -122,7 +127,7 @@ func (g *Group) opError(queue int, op string, err error) error {
 func (g *Group) attach(ifindex int, mode string) error {
 	var err error
 	if mode != "generic" {
-		g.link, err = link.AttachXDP(link.XDPOptions{Program: g.objs.Program, Interface: ifindex, Flags: link.XDPDriverMode})
+		g.xdp, err = link.AttachXDP(link.XDPOptions{Program: g.objs.Program, Interface: ifindex, Flags: link.XDPDriverMode})
 		if err == nil {
 			g.mode = "driver"
 			return nil
@@ -130,14 +135,36 @@ func (g *Group) attach(ifindex int, mode string) error {
 		if mode == "driver" || errors.Is(err, unix.EPERM) {
 			return g.opError(-1, "attach XDP program in driver mode", err)
 		}
-		g.notes = append(g.notes, fmt.Sprintf("driver mode refused: %v", err))
+		g.notes = append(g.notes, driverModeRefused(err, g.link))
 	}
-	g.link, err = link.AttachXDP(link.XDPOptions{Program: g.objs.Program, Interface: ifindex, Flags: link.XDPGenericMode})
+	g.xdp, err = link.AttachXDP(link.XDPOptions{Program: g.objs.Program, Interface: ifindex, Flags: link.XDPGenericMode})
 	if err != nil {
 		return g.opError(-1, "attach XDP program in generic mode", err)
 	}
 	g.mode = "generic"
 	return nil
+}
+
+// maxDriverModeMTU is about the largest MTU at which drivers run an XDP
+// program without multi-buffer support in driver mode: a frame, the XDP
+// headroom and the kernel's shared info must fit in one 4 KiB page.
+const maxDriverModeMTU = 3500
+
+// driverModeRefused says in plain words why the driver refused to run the
+// program in driver mode, given the interface l.
+func driverModeRefused(err error, l netdev.Link) string {
+	driver := "its driver"
+	if l.Driver != "" {
+		driver = "driver " + l.Driver
+	}
+	switch {
+	case errors.Is(err, unix.ERANGE), errors.Is(err, unix.EINVAL) && l.MTU > maxDriverModeMTU:
+		return fmt.Sprintf("driver mode refused: MTU %d is too large for native XDP on %s, "+
+			"which needs every frame in one page (an MTU of about %d at most)", l.MTU, driver, maxDriverModeMTU)
+	case errors.Is(err, unix.EOPNOTSUPP):
+		return fmt.Sprintf("driver mode refused: %s has no native XDP", driver)
+	}
+	return fmt.Sprintf("driver mode refused by %s: %v", driver, err)
 }
 
 // bind opens the socket of one queue: zero-copy first when allowed, copy
@@ -290,8 +317,8 @@ func (g *Group) Close() error {
 		for _, s := range g.sockets {
 			errs = append(errs, s.Close())
 		}
-		if g.link != nil {
-			if err := g.link.Close(); err != nil {
+		if g.xdp != nil {
+			if err := g.xdp.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("afxdp: %s: detach XDP program: %w", g.iface, err))
 			}
 		}

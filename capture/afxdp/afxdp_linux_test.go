@@ -544,3 +544,19 @@ func TestQueuesLive(t *testing.T) {
 		t.Errorf("Open(queues 0, 3) = %v, want %q", err, want)
 	}
 }
+
+// TestDriverModeRefusedLive opens the default mode on a veth with MTU
+// 9000, which refuses driver mode: Describe must say why in plain words
+// (the MTU is too large for native XDP on driver veth), not the errno.
+func TestDriverModeRefusedLive(t *testing.T) {
+	p := netnstest.NewWith(t, &netnstest.Config{MTU: 9000})
+	var g *Group
+	if err := p.Do(p.NSB, func() (err error) { g, err = Open(p.IfB, &Config{Queues: []int{0}}); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	want := "generic mode, copy, frames cut to 512 bytes, per-frame kernel timestamps (driver mode refused: MTU 9000 is too large for native XDP on driver veth, which needs every frame in one page (an MTU of about 3500 at most)"
+	if d := g.Describe(); !strings.Contains(d, want) {
+		t.Errorf("Describe() = %q, want it to contain %q", d, want)
+	}
+}

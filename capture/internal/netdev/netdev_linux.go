@@ -3,6 +3,7 @@ package netdev
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -113,4 +114,31 @@ func socket() (int, error) {
 		return -1, fmt.Errorf("netdev: socket for interface ioctls: %w", err)
 	}
 	return fd, nil
+}
+
+// Link is what the capture modes need to know of an interface besides its
+// index.
+type Link struct {
+	MTU    int              // the interface's MTU
+	MAC    net.HardwareAddr // its hardware address (nil for none)
+	Driver string           // the driver's name as ethtool -i shows it ("" when it does not say)
+}
+
+// LinkOf returns the MTU, hardware address and driver of the interface
+// called name.
+func LinkOf(name string) (Link, error) {
+	ifi, err := net.InterfaceByName(name)
+	if err != nil {
+		return Link{}, &capture.InterfaceError{Iface: name, Err: err}
+	}
+	l := Link{MTU: ifi.MTU, MAC: ifi.HardwareAddr}
+	fd, err := socket()
+	if err != nil {
+		return l, err
+	}
+	defer unix.Close(fd)
+	if info, err := unix.IoctlGetEthtoolDrvinfo(fd, name); err == nil {
+		l.Driver = unix.ByteSliceToString(info.Driver[:])
+	}
+	return l, nil
 }
