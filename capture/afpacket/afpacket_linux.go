@@ -180,6 +180,11 @@ func open(iface string, index, port int, set *settings, fanoutID *int) (_ *Sourc
 			return nil, fail("promiscuous mode", err)
 		}
 	}
+	if set.Inbound {
+		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1); err != nil {
+			return nil, fail("setsockopt PACKET_IGNORE_OUTGOING", err)
+		}
+	}
 	if set.Sockets > 1 {
 		if err := joinFanout(fd, set.fanoutMode, fanoutID); err != nil {
 			return nil, fail("setsockopt PACKET_FANOUT", err)

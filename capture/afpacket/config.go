@@ -50,6 +50,9 @@ type Config struct {
 	// SnapLen is the most bytes kept of each frame; 0 means
 	// DefaultSnapLen (whole frames).
 	SnapLen int
+	// Inbound captures only frames the interface receives, not those the
+	// host sends on it (PACKET_IGNORE_OUTGOING, Linux 4.20).
+	Inbound bool
 	// NoPromisc leaves the interface's promiscuous mode alone. By default
 	// each socket turns it on while it is open (the kernel counts users),
 	// as a mirror port's frames are addressed to other hosts.
@@ -139,6 +142,10 @@ func (s *settings) describe() string {
 	if s.Sockets > 1 {
 		fanout = ", fanout " + s.Fanout
 	}
-	return fmt.Sprintf("AF_PACKET TPACKET_V3, %d socket%s%s, filter %s, ring %d x %d KiB per socket",
-		s.Sockets, plural, fanout, filter, s.NumBlocks, s.BlockSize>>10)
+	inbound := ""
+	if s.Inbound {
+		inbound = ", received frames only"
+	}
+	return fmt.Sprintf("AF_PACKET TPACKET_V3, %d socket%s%s, filter %s%s, ring %d x %d KiB per socket",
+		s.Sockets, plural, fanout, filter, inbound, s.NumBlocks, s.BlockSize>>10)
 }

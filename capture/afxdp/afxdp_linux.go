@@ -37,6 +37,7 @@ type Group struct {
 	mode     string // "driver" or "generic"
 	zeroCopy bool
 	snapLen  int
+	passHost bool     // frames addressed to this host are passed to it, not taken
 	notes    []string // why a faster mode was not used
 
 	closeOnce sync.Once
@@ -83,7 +84,11 @@ func Open(iface string, cfg *Config) (_ *Group, err error) {
 			return nil, g.opError(-1, "probe BPF helper "+h.name, err)
 		}
 	}
-	spec := collectionSpec(c.All, uint32(slices.Max(c.Queues)+1), uint32(c.SnapLen))
+	r := rule{all: c.All, snapLen: uint32(c.SnapLen)}
+	if !c.HostFrames && len(l.MAC) == 6 {
+		r.host, g.passHost = l.MAC, true
+	}
+	spec := collectionSpec(r, uint32(slices.Max(c.Queues)+1))
 	if err = spec.LoadAndAssign(&g.objs, nil); err != nil {
 		return nil, g.opError(-1, "load XDP program", err)
 	}
@@ -183,7 +188,11 @@ func (g *Group) bind(ifindex, queue int, c *Config) (*Socket, error) {
 		if zeroCopy == "on" || errors.Is(err, unix.EPERM) {
 			return nil, g.opError(queue, "zero-copy socket", err)
 		}
-		g.noteOnce(fmt.Sprintf("zero-copy refused: %v", err))
+		if errors.Is(err, unix.EOPNOTSUPP) && g.link.Driver != "" {
+			g.noteOnce("zero-copy refused: driver " + g.link.Driver + " has no zero-copy AF_XDP")
+		} else {
+			g.noteOnce(fmt.Sprintf("zero-copy refused: %v", err))
+		}
 	}
 	s, err := bindRetry(ifindex, queue, c, unix.XDP_COPY)
 	if err != nil {
@@ -286,6 +295,11 @@ func (g *Group) Describe() string {
 	b.WriteString(", frames cut to ")
 	b.WriteString(strconv.Itoa(g.snapLen))
 	b.WriteString(" bytes, per-frame kernel timestamps")
+	if g.passHost {
+		b.WriteString(", takes frames addressed to other hosts (mirror traffic) and passes those addressed to this one to the kernel")
+	} else {
+		b.WriteString(", takes frames addressed to this host too")
+	}
 	if len(g.notes) > 0 {
 		b.WriteString(" (")
 		b.WriteString(strings.Join(g.notes, "; "))
@@ -306,7 +320,7 @@ func (g *Group) Counters() (Counters, error) {
 			got[i] += v
 		}
 	}
-	return Counters{Redirected: got[counterRedirected], NoSocket: got[counterNoSocket], Passed: got[counterPassed]}, nil
+	return Counters{Redirected: got[counterRedirected], NoSocket: got[counterNoSocket], Passed: got[counterPassed], Host: got[counterHost]}, nil
 }
 
 // Close closes the sockets, detaches the program and closes the maps. It

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rocescope/rocescope/capture/afpacket"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -26,12 +28,12 @@ func TestOpenNoInterface(t *testing.T) {
 }
 
 func TestDescribe(t *testing.T) {
-	one := &Group{sockets: []*Socket{{}}, mode: "generic", snapLen: 512}
-	if got, want := one.Describe(), "AF_XDP, 1 queue, generic mode, copy, frames cut to 512 bytes, per-frame kernel timestamps"; got != want {
+	one := &Group{sockets: []*Socket{{}}, mode: "generic", snapLen: 512, passHost: true}
+	if got, want := one.Describe(), "AF_XDP, 1 queue, generic mode, copy, frames cut to 512 bytes, per-frame kernel timestamps, takes frames addressed to other hosts (mirror traffic) and passes those addressed to this one to the kernel"; got != want {
 		t.Errorf("Describe = %q, want %q", got, want)
 	}
 	two := &Group{sockets: []*Socket{{}, {}}, mode: "driver", zeroCopy: true, snapLen: 128, notes: []string{"a", "b"}}
-	if got, want := two.Describe(), "AF_XDP, 2 queues, driver mode, zero-copy, frames cut to 128 bytes, per-frame kernel timestamps (a; b)"; got != want {
+	if got, want := two.Describe(), "AF_XDP, 2 queues, driver mode, zero-copy, frames cut to 128 bytes, per-frame kernel timestamps, takes frames addressed to this host too (a; b)"; got != want {
 		t.Errorf("Describe = %q, want %q", got, want)
 	}
 }
@@ -555,8 +557,122 @@ func TestDriverModeRefusedLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	want := "generic mode, copy, frames cut to 512 bytes, per-frame kernel timestamps (driver mode refused: MTU 9000 is too large for native XDP on driver veth, which needs every frame in one page (an MTU of about 3500 at most)"
+	want := "generic mode, copy, frames cut to 512 bytes, per-frame kernel timestamps, takes frames addressed to other hosts (mirror traffic) and passes those addressed to this one to the kernel (driver mode refused: MTU 9000 is too large for native XDP on driver veth, which needs every frame in one page (an MTU of about 3500 at most)"
 	if d := g.Describe(); !strings.Contains(d, want) {
 		t.Errorf("Describe() = %q, want it to contain %q", d, want)
+	}
+}
+
+// TestHostFramesLive captures with the default rule while the host in NSB
+// receives its own RoCEv2 traffic: 500 UDP datagrams to port 4791 of its
+// address, from a UDP socket in NSA, among 300 mirrored RoCE frames
+// addressed to another host. A UDP listener on the host must receive all
+// 500, an AF_PACKET capture opened before must see them, and the AF_XDP
+// socket must take the 300 mirrored frames and only them. With HostFrames
+// the socket takes all 800 and the listener gets none.
+func TestHostFramesLive(t *testing.T) {
+	const datagrams, mirrored = 500, 300
+	for _, hostFrames := range []bool{false, true} {
+		t.Run(fmt.Sprintf("HostFrames=%v", hostFrames), func(t *testing.T) {
+			p := netnstest.New(t)
+			var (
+				g    *Group
+				afp  *afpacket.Group
+				conn *net.UDPConn
+			)
+			err := p.Do(p.NSB, func() (err error) {
+				if afp, err = afpacket.Open(p.IfB, &afpacket.Config{NoPromisc: true}); err != nil {
+					return err
+				}
+				t.Cleanup(func() { afp.Close() })
+				if g, err = Open(p.IfB, &Config{Queues: []int{0}, HostFrames: hostFrames}); err != nil {
+					return err
+				}
+				t.Cleanup(func() { g.Close() })
+				conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: p.IPv4B.Addr().AsSlice(), Port: 4791})
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			t.Log(g.Describe())
+			stop := make(chan struct{})
+			xdp := startReader(g.Sockets()[0], 0, stop, time.Now().UnixNano())
+			var afpFrames atomic.Uint64
+			afpDone := make(chan struct{})
+			go func() {
+				defer close(afpDone)
+				b := capture.NewBatch(64)
+				for capture.Each(context.Background(), afp.Sources()[0], b, func(b *capture.Batch) error {
+					afpFrames.Add(uint64(len(b.Frames)))
+					return nil
+				}) == nil {
+					return
+				}
+			}()
+			received := make(chan int, 1)
+			go func() {
+				buf, n := make([]byte, 2048), 0
+				conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+				for n < datagrams {
+					if _, err := conn.Read(buf); err != nil {
+						break
+					}
+					n++
+				}
+				received <- n
+			}()
+			// The datagrams carry a BTH: RC SEND Only to QP 0x12.
+			payload := cat([]byte{0x04, 0, 0xff, 0xff, 0, 0, 0, 0x12, 0x80, 0, 0, 1}, make([]byte, 20))
+			err = p.Do(p.NSA, func() error {
+				c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: p.IPv4B.Addr().AsSlice(), Port: 4791})
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				for range datagrams {
+					if _, err := c.Write(payload); err != nil {
+						return err
+					}
+					time.Sleep(100 * time.Microsecond)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, err := p.Send(netnstest.Traffic(mirrored, 0, 1)); err != nil {
+				t.Fatalf("sent %d mirrored frames: %v", n, err)
+			}
+			wantListener, wantXDP, wantHost := datagrams, uint64(mirrored), uint64(datagrams)
+			if hostFrames {
+				wantListener, wantXDP, wantHost = 0, mirrored+datagrams, 0
+				conn.SetReadDeadline(time.Now().Add(time.Second))
+			}
+			if n := <-received; n != wantListener {
+				t.Errorf("UDP listener on the host received %d of %d datagrams, want %d", n, datagrams, wantListener)
+			}
+			for deadline := time.Now().Add(10 * time.Second); xdp.frames.Load() < wantXDP && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			close(stop)
+			<-xdp.done
+			afp.Close()
+			<-afpDone
+			if n := xdp.frames.Load(); n != wantXDP {
+				t.Errorf("AF_XDP socket took %d frames, want %d", n, wantXDP)
+			}
+			if n := afpFrames.Load(); n != uint64(wantListener) {
+				t.Errorf("AF_PACKET capture saw %d RoCE frames, want the %d datagrams the host received", n, wantListener)
+			}
+			c, err := g.Counters()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Host != wantHost || c.Redirected != wantXDP {
+				t.Errorf("counters %+v, want %d passed to the host and %d redirected", c, wantHost, wantXDP)
+			}
+		})
 	}
 }

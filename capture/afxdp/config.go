@@ -17,6 +17,16 @@ type Config struct {
 	Queues []int
 	// All redirects every frame instead of RoCE, GRE and PFC only.
 	All bool
+	// HostFrames takes also the frames addressed to the interface: to its
+	// MAC address, or to a group address (broadcast, multicast). By
+	// default the program passes them to the kernel, so that the host
+	// keeps receiving its own traffic (its RDMA, ERSPAN sent to it, ARP),
+	// and takes only frames addressed to other hosts, which is what a
+	// mirror port carries; the caller captures the frames passed another
+	// way if it wants them (AF_PACKET sees them). Set it on a port that
+	// only receives mirrored traffic addressed to this host, such as
+	// ERSPAN to a dedicated collector.
+	HostFrames bool
 	// FrameSize is the size of one UMEM frame in bytes, a power of two
 	// from 2048 to the page size. Default 4096.
 	FrameSize int
@@ -48,6 +58,7 @@ type Counters struct {
 	Redirected uint64 // frames redirected to a socket
 	NoSocket   uint64 // frames matched on a queue without a socket, passed to the kernel
 	Passed     uint64 // frames not matched, passed to the kernel
+	Host       uint64 // frames matched but addressed to this host, passed to the kernel (see Config.HostFrames)
 }
 
 // Defaults of Config.

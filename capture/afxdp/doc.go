@@ -22,6 +22,25 @@
 // the EtherType is examined; a frame with a third tag is passed. With
 // [Config.All] every frame is redirected.
 //
+// # The host's own frames
+//
+// A frame redirected to a socket never reaches the kernel's stack, nor
+// any other packet socket (tcpdump, an AF_PACKET capture). So that a
+// capture on an interface the host also uses takes nothing from it, the
+// program redirects only frames addressed to other hosts, which is what a
+// mirror port carries, and passes to the kernel those addressed to this
+// one: to the interface's MAC address (read when the group is opened) or to
+// a group address (broadcast, multicast, PFC). It counts them in
+// [Counters].Host. The host's RDMA (soft-RoCE on UDP port 4791), ERSPAN
+// sent to it and ARP keep working; a caller that wants those frames
+// captures them from the kernel, as rocescope does with an AF_PACKET socket
+// that receives exactly the frames the program did not take. Frames to
+// another MAC address the host answers to (a macvlan on top of the
+// interface) are taken. [Config.HostFrames] takes the host's frames too,
+// for a port that only receives ERSPAN sent to this collector: the check
+// costs a dozen instructions per frame the program matches (see
+// BenchmarkCaptureLive).
+//
 // The program redirects with bpf_redirect_map(xsks_map, rx_queue_index,
 // XDP_PASS): a frame that arrives on a queue without a socket is passed to
 // the kernel instead of dropped. A per-CPU array counts frames redirected,

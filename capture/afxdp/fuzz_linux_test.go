@@ -1,7 +1,9 @@
 package afxdp
 
 import (
+	"bytes"
 	"encoding/binary"
+	"net"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -71,6 +73,19 @@ func redirects(frame []byte) bool {
 	return false
 }
 
+// toHost reports whether frame is addressed to the host whose MAC address
+// is mac: to mac, or to a group address.
+func toHost(frame []byte, mac net.HardwareAddr) bool {
+	return len(frame) >= 6 && (frame[0]&1 != 0 || bytes.Equal(frame[:6], mac))
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // TestRedirectsTable checks the Go rule against the hand-made cases, so
 // that the fuzz test compares the program with a rule known to be right.
 func TestRedirectsTable(t *testing.T) {
@@ -87,7 +102,7 @@ func FuzzClassifyLive(f *testing.F) {
 	for _, c := range classifyCases {
 		f.Add(c.frame)
 	}
-	objs := loadForTest(f, false)
+	objs := loadForTest(f, rule{host: hostMAC, snapLen: DefaultSnapLen})
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		if len(frame) < 14 || len(frame) > 3000 {
 			return // BPF_PROG_TEST_RUN takes 14 bytes up to about a page
@@ -100,11 +115,14 @@ func FuzzClassifyLive(f *testing.F) {
 		after := readCounters(t, objs.Counters)
 		redirected := after[counterNoSocket]-before[counterNoSocket] == 1
 		passed := after[counterPassed]-before[counterPassed] == 1
-		if ret != xdpPass || redirected == passed {
+		host := after[counterHost]-before[counterHost] == 1
+		if ret != xdpPass || btoi(redirected)+btoi(passed)+btoi(host) != 1 {
 			t.Fatalf("verdict %d, counters %v -> %v: not one decision", ret, before, after)
 		}
-		if want := redirects(frame); redirected != want {
-			t.Errorf("frame % x: program redirects = %v, Go rule = %v", frame, redirected, want)
+		want := redirects(frame)
+		wantHost := want && toHost(frame, hostMAC)
+		if redirected != (want && !wantHost) || host != wantHost {
+			t.Errorf("frame % x: program redirects = %v, passes to the host = %v; Go rule: matches = %v, to the host = %v", frame, redirected, host, want, wantHost)
 		}
 	})
 }

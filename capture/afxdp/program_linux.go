@@ -1,7 +1,9 @@
 package afxdp
 
 import (
+	"encoding/binary"
 	"errors"
+	"net"
 	"strconv"
 
 	"github.com/cilium/ebpf"
@@ -20,6 +22,7 @@ const (
 	counterRedirected = iota // redirected to a socket
 	counterNoSocket          // matched, but no socket on the queue: passed
 	counterPassed            // not matched: passed
+	counterHost              // matched, but addressed to this host: passed
 	numCounters
 )
 
@@ -88,6 +91,8 @@ const (
 	labelUDP      = "udp"
 	labelPass     = "pass"
 	labelRedirect = "redirect"
+	labelTake     = "take"
+	labelHost     = "host"
 	labelSend     = "send"
 	labelCount    = "count"
 	labelReturn   = "return"
@@ -97,13 +102,24 @@ const (
 // EtherType field in effect, so the next header starts at R7+2), R8 is
 // data_end and R9 the verdict. R2 and R3 are scratch.
 
-// program returns the XDP program. With all set it redirects every frame;
-// otherwise it redirects RoCEv2, RoCEv1, GRE and PFC/pause frames as the
-// package documentation describes and passes the rest. Frames it redirects
-// carry metadata and are cut to snapLen bytes (see redirectAndCount).
-func program(all bool, snapLen uint32) asm.Instructions {
+// rule says which frames the program takes.
+type rule struct {
+	all bool // every frame, not only RoCEv2, RoCEv1, GRE and MAC control frames
+	// host is the interface's MAC address: a frame addressed to it, or to a
+	// group address (broadcast, multicast), is passed to the kernel, for
+	// the host to receive, instead of taken. Nil takes those frames too.
+	host    net.HardwareAddr
+	snapLen uint32 // frames taken are cut to this many bytes
+}
+
+// program returns the XDP program. With r.all set it redirects every
+// frame; otherwise RoCEv2, RoCEv1, GRE and PFC/pause frames as the package
+// documentation describes, and passes the rest. Of those, it passes the
+// frames addressed to r.host (see hostCheck). Frames it redirects carry
+// metadata and are cut to r.snapLen bytes (see redirectAndCount).
+func program(r rule) asm.Instructions {
 	insns := asm.Instructions{asm.Mov.Reg(asm.R6, asm.R1)}
-	if !all {
+	if !r.all {
 		insns = append(insns, classify()...)
 		insns = append(insns, vlanTag("tag1")...)
 		insns = append(insns, vlanTag("tag2")...)
@@ -114,7 +130,39 @@ func program(all bool, snapLen uint32) asm.Instructions {
 			asm.Ja.Label(labelCount),
 		)
 	}
-	return append(insns, redirectAndCount(snapLen)...)
+	take := redirectAndCount(r.snapLen)
+	if r.host == nil {
+		take[0] = take[0].WithSymbol(labelRedirect)
+		return append(insns, take...)
+	}
+	take[0] = take[0].WithSymbol(labelTake)
+	insns = append(insns, hostCheck(r.host)...)
+	return append(insns, take...)
+}
+
+// hostCheck passes a frame the host receives, one addressed to the
+// interface's MAC address mac or to a group address (broadcast,
+// multicast), and counts it in counterHost; it goes on to take every other
+// frame, such as a mirror port's, which is addressed to other hosts. A
+// frame shorter than a MAC address is taken.
+func hostCheck(mac net.HardwareAddr) asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMem(asm.R2, asm.R6, xdpMDData, asm.Word).WithSymbol(labelRedirect),
+		asm.LoadMem(asm.R3, asm.R6, xdpMDDataEnd, asm.Word),
+		asm.Mov.Reg(asm.R4, asm.R2),
+		asm.Add.Imm(asm.R4, 6),
+		asm.JGT.Reg(asm.R4, asm.R3, labelTake),
+		asm.LoadMem(asm.R4, asm.R2, 0, asm.Byte),
+		asm.JSet.Imm(asm.R4, 1, labelHost), // the group bit
+		asm.LoadMem(asm.R4, asm.R2, 0, asm.Word),
+		asm.Mov.Imm32(asm.R5, int32(binary.NativeEndian.Uint32(mac[0:4]))),
+		asm.JNE.Reg(asm.R4, asm.R5, labelTake),
+		asm.LoadMem(asm.R4, asm.R2, 4, asm.Half),
+		asm.JNE.Imm(asm.R4, int32(binary.NativeEndian.Uint16(mac[4:6])), labelTake),
+		asm.StoreImm(asm.R10, -4, counterHost, asm.Word).WithSymbol(labelHost),
+		asm.Mov.Imm(asm.R9, xdpPass),
+		asm.Ja.Label(labelCount),
+	}
 }
 
 // ensure emits a check that n bytes from the cursor are inside the packet
@@ -321,7 +369,7 @@ func redirectAndCount(snapLen uint32) asm.Instructions {
 
 // collectionSpec describes the program and its maps. The XSKMAP has one
 // entry per queue index up to the highest queue captured.
-func collectionSpec(all bool, xskEntries, snapLen uint32) *ebpf.CollectionSpec {
+func collectionSpec(r rule, xskEntries uint32) *ebpf.CollectionSpec {
 	return &ebpf.CollectionSpec{
 		Maps: map[string]*ebpf.MapSpec{
 			xsksMapName: {
@@ -343,7 +391,7 @@ func collectionSpec(all bool, xskEntries, snapLen uint32) *ebpf.CollectionSpec {
 			programName: {
 				Name:         programName,
 				Type:         ebpf.XDP,
-				Instructions: program(all, snapLen),
+				Instructions: program(r),
 				License:      license,
 			},
 		},

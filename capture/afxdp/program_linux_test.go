@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"net"
 	"os"
 	"testing"
 
@@ -13,6 +14,10 @@ import (
 )
 
 // Frame pieces, written byte by byte.
+
+// hostMAC is the MAC address of the interface in the tests of frames
+// addressed to the host; macs is addressed to another host.
+var hostMAC = net.HardwareAddr{0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0x88}
 
 var macs = []byte{
 	0x02, 0, 0, 0, 0, 0x02, // destination
@@ -166,7 +171,7 @@ var classifyCases = []struct {
 
 func TestProgramAssembles(t *testing.T) {
 	for _, all := range []bool{false, true} {
-		insns := program(all, DefaultSnapLen)
+		insns := program(rule{all: all, host: hostMAC, snapLen: DefaultSnapLen})
 		var buf bytes.Buffer
 		if err := insns.Marshal(&buf, binary.LittleEndian); err != nil {
 			t.Fatalf("program(all=%v).Marshal: %v\n%v", all, err, insns)
@@ -179,19 +184,19 @@ func TestProgramAssembles(t *testing.T) {
 		}
 	}
 	// All mode has no parser: it must be the redirect-and-count tail alone.
-	if got, want := len(program(true, DefaultSnapLen)), 1+len(redirectAndCount(DefaultSnapLen)); got != want {
+	if got, want := len(program(rule{all: true, snapLen: DefaultSnapLen})), 1+len(redirectAndCount(DefaultSnapLen)); got != want {
 		t.Errorf("program(all=true) has %d instructions, want %d", got, want)
 	}
 }
 
-// loadForTest loads the program with an empty XSKMAP, or skips.
-func loadForTest(t testing.TB, all bool) *objects {
+// loadForTest loads the program of rule r with an empty XSKMAP, or skips.
+func loadForTest(t testing.TB, r rule) *objects {
 	t.Helper()
 	if os.Getenv("ROCESCOPE_LIVE") != "1" || os.Geteuid() != 0 {
 		t.Skip("live test: loads a BPF program; set ROCESCOPE_LIVE=1 and run as root")
 	}
 	var objs objects
-	if err := collectionSpec(all, 4, DefaultSnapLen).LoadAndAssign(&objs, nil); err != nil {
+	if err := collectionSpec(r, 4).LoadAndAssign(&objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			t.Fatalf("load: %+v", ve)
@@ -223,7 +228,7 @@ func readCounters(t testing.TB, m *ebpf.Map) [numCounters]uint64 {
 // frame moved. Without a socket in the map every verdict is XDP_PASS.
 func TestProgramClassifyLive(t *testing.T) {
 	for _, all := range []bool{false, true} {
-		objs := loadForTest(t, all)
+		objs := loadForTest(t, rule{all: all, snapLen: DefaultSnapLen})
 		for _, c := range classifyCases {
 			want := c.want
 			if all {
@@ -257,7 +262,7 @@ func TestProgramClassifyLive(t *testing.T) {
 // during the run) in front of a frame cut to the snap length, and nothing
 // added to or cut from a passed frame.
 func TestProgramMetadataLive(t *testing.T) {
-	objs := loadForTest(t, false)
+	objs := loadForTest(t, rule{snapLen: DefaultSnapLen})
 	pad := func(f []byte, n int) []byte { return append(append([]byte(nil), f...), make([]byte, n-len(f))...) }
 	for _, c := range []struct {
 		name  string
@@ -306,6 +311,54 @@ func TestProgramMetadataLive(t *testing.T) {
 		}
 		if got := int64(binary.NativeEndian.Uint64(m[metaTime:])); got < before.Nano() || got > after.Nano() {
 			t.Errorf("%s: time %d outside the run, %d to %d (CLOCK_MONOTONIC)", c.name, got, before.Nano(), after.Nano())
+		}
+	}
+}
+
+// TestProgramHostLive runs the program that passes the host's frames (the
+// default) on frames addressed to the host, to a group address and to
+// another host, in both modes: a frame it would take is passed and counted
+// in counterHost when addressed to the host or a group.
+func TestProgramHostLive(t *testing.T) {
+	to := func(dst []byte, frame []byte) []byte { return cat(dst, frame[6:]) }
+	broadcast := []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	for _, c := range []struct {
+		name      string
+		frame     []byte
+		want, all int // counter without and with All
+	}{
+		{"RoCEv2 to another host", roceV4, counterNoSocket, counterNoSocket},
+		{"RoCEv2 to the host", to(hostMAC, roceV4), counterHost, counterHost},
+		{"RoCEv2 IPv6 to the host", to(hostMAC, roceV6), counterHost, counterHost},
+		{"RoCEv2 to a MAC one bit off the host's", to(net.HardwareAddr{0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0x89}, roceV4), counterNoSocket, counterNoSocket},
+		{"RoCEv2 to a MAC with the host's first four bytes", to(net.HardwareAddr{0x02, 0xaa, 0xbb, 0xcc, 0, 0}, roceV4), counterNoSocket, counterNoSocket},
+		{"RoCEv2 broadcast", to(broadcast, roceV4), counterHost, counterHost},
+		{"PFC (multicast)", pfc, counterHost, counterHost},
+		{"ARP broadcast", arp, counterPassed, counterHost},
+		{"ARP to another host", to(macs[:6], arp), counterPassed, counterNoSocket},
+		{"UDP to 53 to the host", to(hostMAC, cat(macs, be16(0x0800), ipv4Hdr(5, 17, 0), udpHdr(4791, 53), bth)), counterPassed, counterHost},
+	} {
+		for _, all := range []bool{false, true} {
+			objs := loadForTest(t, rule{all: all, host: hostMAC, snapLen: DefaultSnapLen})
+			want := c.want
+			if all {
+				want = c.all
+			}
+			before := readCounters(t, objs.Counters)
+			ret, err := objs.Program.Run(&ebpf.RunOptions{Data: c.frame})
+			if err != nil {
+				t.Fatalf("all=%v %s: run: %v", all, c.name, err)
+			}
+			after := readCounters(t, objs.Counters)
+			for i := range after {
+				d, w := after[i]-before[i], uint64(0)
+				if i == want {
+					w = 1
+				}
+				if d != w || ret != xdpPass {
+					t.Errorf("all=%v %s: verdict %d, counter %d moved by %d; want XDP_PASS and %d", all, c.name, ret, i, d, w)
+				}
+			}
 		}
 	}
 }

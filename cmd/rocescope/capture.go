@@ -31,8 +31,14 @@ are then reported and the exit status is 0. Started with SIGHUP ignored
 
 Modes:
   afxdp     AF_XDP sockets, one per RX queue (--queues); an XDP program built
-            in Go redirects RoCEv2, RoCEv1, ERSPAN/GRE and PFC frames to them
-            and passes the rest to the kernel. Driver mode, else generic.
+            in Go takes the RoCEv2, RoCEv1, ERSPAN/GRE and PFC frames that
+            are addressed to other hosts (a mirror port's traffic) and passes
+            the rest to the kernel. Frames addressed to this host (its MAC,
+            broadcast, multicast) are left to it, so that its own RDMA keeps
+            working, and an AF_PACKET socket copies them for the analysis:
+            every frame is counted once. --xdp-host-frames takes those too,
+            for a port that receives only ERSPAN sent to this collector.
+            Driver mode, else generic.
   afpacket  TPACKET_V3 ring with a kernel filter for the same traffic, one
             socket per worker in a fanout group.
   pcap      libpcap (only in binaries built with -tags pcap); also opens RDMA
@@ -53,6 +59,7 @@ AF_XDP).`,
 			queues := fs.String("queues", "", "AF_XDP: RX queues to attach to, such as 0 or 0-3 or 0,2 (default: all)")
 			duration := fs.Duration("duration", 0, "stop after this long (default: until interrupted)")
 			all := fs.Bool("all", false, "capture every frame, not only RoCE, PFC and mirror traffic, so that other_packets counts the rest")
+			hostFrames := fs.Bool("xdp-host-frames", false, "AF_XDP: also take the frames addressed to this host, which it then never receives (for a port that only receives ERSPAN sent to this collector)")
 			return func(ctx context.Context, e *env, args []string) error {
 				if len(args) > 0 {
 					return usagef("capture takes no arguments (use -i IFACE), got %q", args)
@@ -74,7 +81,10 @@ AF_XDP).`,
 				if *duration < 0 {
 					return usagef("--duration %v: want 0 or more", *duration)
 				}
-				l, err := openLive(e, *mode, *iface, qs, o.workers, *all)
+				if *hostFrames && (*mode == "afpacket" || *mode == "pcap") {
+					return usagef("--xdp-host-frames is about AF_XDP: it does not apply to --mode %s", *mode)
+				}
+				l, err := openLive(e, *mode, *iface, liveOptions{queues: qs, workers: o.workers, all: *all, hostFrames: *hostFrames})
 				if err != nil {
 					return err
 				}
@@ -103,26 +113,31 @@ type live interface {
 // binaries built with the pcap tag.
 var openPcap func(iface string, all bool) (live, error)
 
+// liveOptions are the capture flags the modes take.
+type liveOptions struct {
+	queues     []int // AF_XDP queues; nil for all
+	workers    int   // AF_PACKET sockets
+	all        bool  // every frame, not only RoCE
+	hostFrames bool  // AF_XDP takes the frames addressed to this host too
+}
+
 // openLive opens iface in the given mode; auto tries AF_XDP, then AF_PACKET.
-func openLive(e *env, mode, iface string, queues []int, workers int, all bool) (live, error) {
+func openLive(e *env, mode, iface string, o liveOptions) (live, error) {
 	afp := func() (live, error) {
-		return afpacket.Open(iface, &afpacket.Config{Sockets: workers, All: all})
-	}
-	xdp := func() (live, error) {
-		return afxdp.Open(iface, &afxdp.Config{Queues: queues, All: all})
+		return afpacket.Open(iface, &afpacket.Config{Sockets: o.workers, All: o.all})
 	}
 	switch mode {
 	case "afxdp":
-		return xdp()
+		return openXDP(iface, o)
 	case "afpacket":
 		return afp()
 	case "pcap":
 		if openPcap == nil {
 			return nil, errors.New("this rocescope was built without libpcap: rebuild with 'go build -tags pcap ./cmd/rocescope' (needs libpcap-dev)")
 		}
-		return openPcap(iface, all)
+		return openPcap(iface, o.all)
 	case "auto":
-		l, err := xdp()
+		l, err := openXDP(iface, o)
 		if err == nil {
 			return l, nil
 		}
@@ -134,6 +149,43 @@ func openLive(e *env, mode, iface string, queues []int, workers int, all bool) (
 	}
 	return nil, usagef("--mode %q: want auto, afxdp, afpacket or pcap", mode)
 }
+
+// xdpCapture is an AF_XDP group that leaves the frames addressed to this
+// host to it, and the AF_PACKET socket that copies those frames, received
+// by the host, for the analysis.
+type xdpCapture struct {
+	xdp  *afxdp.Group
+	host *afpacket.Group
+}
+
+// openXDP opens an AF_XDP capture, with the AF_PACKET socket for the
+// frames it passes to the host unless o.hostFrames.
+func openXDP(iface string, o liveOptions) (live, error) {
+	g, err := afxdp.Open(iface, &afxdp.Config{Queues: o.queues, All: o.all, HostFrames: o.hostFrames})
+	switch {
+	case err != nil:
+		return nil, err
+	case o.hostFrames:
+		return g, nil
+	}
+	// The XDP program passes only frames the kernel then receives: the
+	// socket sees each frame the program did not take, once.
+	h, err := afpacket.Open(iface, &afpacket.Config{All: o.all, Inbound: true})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("AF_PACKET socket for the frames AF_XDP leaves to this host: %w", err), g.Close())
+	}
+	return &xdpCapture{xdp: g, host: h}, nil
+}
+
+func (c *xdpCapture) Sources() []capture.Source {
+	return append(c.xdp.Sources(), c.host.Sources()...)
+}
+
+func (c *xdpCapture) Describe() string {
+	return c.xdp.Describe() + "; frames left to this host copied by " + c.host.Describe()
+}
+
+func (c *xdpCapture) Close() error { return errors.Join(c.xdp.Close(), c.host.Close()) }
 
 // parseQueues reads a queue list such as "0", "0-3" or "0,2,5-7".
 func parseQueues(s string) ([]int, error) {

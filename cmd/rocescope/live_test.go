@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -593,5 +594,121 @@ func TestCaptureLiveErrors(t *testing.T) {
 				t.Errorf("a failed capture left an XDP program on %s", p.IfB)
 			}
 		})
+	}
+}
+
+// TestCaptureHostTrafficLive captures in the default AF_XDP mode on an
+// interface whose host receives RoCEv2 itself: 500 UDP datagrams to port
+// 4791 of its address from a UDP socket in the other namespace, among 300
+// mirrored RoCE frames addressed to another host. The host's UDP listener
+// must receive all 500, and the reports must count all 800 RoCE frames:
+// the mirrored ones through AF_XDP, the host's through AF_PACKET.
+func TestCaptureHostTrafficLive(t *testing.T) {
+	netnstest.Skip(t)
+	const datagrams, mirrored = 500, 300
+	bin, err := buildRocescope(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := netnstest.New(t)
+	var conn *net.UDPConn
+	if err := p.Do(p.NSB, func() (err error) {
+		conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: p.IPv4B.Addr().AsSlice(), Port: 4791})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	reports := filepath.Join(t.TempDir(), "reports.jsonl")
+	cmd := exec.Command("ip", "netns", "exec", p.NSB, bin, "capture", "-i", p.IfB, "--mode", "afxdp",
+		"--format", "jsonl", "--exact", "--workers", "1", "-o", reports)
+	attached, stderr := startCapture(t, cmd, p.IfB)
+	t.Log(attached)
+	if !strings.Contains(attached, "frames left to this host copied by AF_PACKET") {
+		t.Errorf("attach line %q does not say how the host's frames are captured", attached)
+	}
+	received := make(chan int, 1)
+	go func() {
+		buf, n := make([]byte, 2048), 0
+		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		for ; n < datagrams; n++ {
+			if _, err := conn.Read(buf); err != nil {
+				break
+			}
+		}
+		received <- n
+	}()
+	// RC SEND Only to QP 0x12, PSN 1, and a payload.
+	payload := append([]byte{0x04, 0, 0xff, 0xff, 0, 0, 0, 0x12, 0x80, 0, 0, 1}, make([]byte, 20)...)
+	if err := p.Do(p.NSA, func() error {
+		c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: p.IPv4B.Addr().AsSlice(), Port: 4791})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		for range datagrams {
+			if _, err := c.Write(payload); err != nil {
+				return err
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	send(t, p, netnstest.Traffic(mirrored, 0, 1), 10000)
+	if n := <-received; n != datagrams {
+		t.Errorf("the host's UDP listener received %d of %d datagrams", n, datagrams)
+	}
+	time.Sleep(liveSettle)
+	stopCapture(t, cmd, stderr)
+	got, drops, malformed, truncated := readReports(t, reports)
+	if got.roce != datagrams+mirrored || drops != 0 || malformed != 0 || truncated != 0 {
+		t.Errorf("reports: %d RoCE frames, %d kernel drops, %d malformed, %d truncated; want %d, 0, 0, 0",
+			got.roce, drops, malformed, truncated, datagrams+mirrored)
+	}
+}
+
+// startCapture starts cmd, a rocescope capture on iface, and waits for its
+// attach line, which it returns with the collector of its standard error.
+func startCapture(t *testing.T, cmd *exec.Cmd, iface string) (string, *stderrLines) {
+	t.Helper()
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &stderrLines{
+		match: regexp.MustCompile(`^rocescope capture: .* on ` + regexp.QuoteMeta(iface) + `$`),
+		found: make(chan string, 1),
+		done:  make(chan struct{}),
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", cmd, err)
+	}
+	go stderr.read(pipe)
+	t.Cleanup(func() {
+		cmd.Process.Kill() // no-op error once it has exited
+		<-stderr.done
+	})
+	select {
+	case line := <-stderr.found:
+		return line, stderr
+	case <-stderr.done:
+		t.Fatalf("%s exited before attaching\nstderr:\n%s", cmd, stderr)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not attach within 30s\nstderr:\n%s", cmd, stderr)
+	}
+	return "", nil
+}
+
+// stopCapture interrupts cmd and waits for it to exit with status 0.
+func stopCapture(t *testing.T, cmd *exec.Cmd, stderr *stderrLines) {
+	t.Helper()
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatalf("SIGINT: %v", err)
+	}
+	<-stderr.done
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%s: %v\nstderr:\n%s", cmd, err, stderr)
 	}
 }
