@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/rocescope/rocescope/capture/filter"
 	"github.com/rocescope/rocescope/sketch"
 )
 
@@ -26,6 +27,11 @@ type Config struct {
 	Seed         uint64        // flow hash seed; default sketch.DefaultSeed
 	Exact        bool          // keep every flow in the report and the sketches' measured error
 	Live         bool          // windows also close by the wall clock (live capture), and kernel drops are counted
+	// Filter selects the frames analyzed: the others count in Filtered
+	// (and in Packets and Bytes) and nowhere else. Nil analyzes every
+	// frame. It is shared by the readers: it must not change while the
+	// engine runs.
+	Filter *filter.Set
 
 	// Sketch dimensions; zero selects the sketch package's defaults.
 	DistinctBits int // Linear Counting bitmap bits

@@ -38,6 +38,7 @@ const (
 	UntrackedPackets                    // RoCE frames of flows the full QP table could not hold
 	ReadLatencyUnmatched                // READ requests whose response was not seen
 	Fragments                           // IPv4/IPv6 fragments (counted other; not reassembled)
+	Filtered                            // frames the filters (Config.Filter) removed from the analysis
 	numScalarCounter
 )
 
@@ -91,6 +92,7 @@ var counterNames = [numScalar]string{
 	UntrackedPackets:     "untracked_packets",
 	ReadLatencyUnmatched: "read_latency_unmatched",
 	Fragments:            "fragments",
+	Filtered:             "filtered",
 }
 
 // String returns the report key of a scalar counter.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rocescope/rocescope/capture"
+	"github.com/rocescope/rocescope/capture/filter"
 	"github.com/rocescope/rocescope/decode"
 )
 
@@ -24,6 +25,7 @@ type readerWindow struct {
 type reader struct {
 	dec           decode.Decoder
 	pkt           decode.Packet
+	filter        *filter.Set // nil: every frame is analyzed
 	seed          uint64
 	winLen        int64
 	lateness      int64
@@ -66,6 +68,7 @@ func newReader(cfg *Config, out output) *reader {
 	r := &reader{
 		out:           out,
 		dec:           decode.Decoder{RoCEPort: cfg.RoCEPort},
+		filter:        cfg.Filter,
 		seed:          cfg.Seed,
 		winLen:        int64(cfg.Window),
 		lateness:      int64(cfg.Lateness),
@@ -143,6 +146,12 @@ func (r *reader) frame(f *capture.Frame) {
 	}
 	c[Packets]++
 	c[Bytes] += uint64(f.OrigLen)
+	// The expression looks at the bytes, the RoCE filter at what a frame
+	// that decodes says; a frame that does not decode is counted as such.
+	if r.filter != nil && !r.filter.Frame(f.Data, f.Link) {
+		c[Filtered]++
+		return
+	}
 	p := &r.pkt
 	if err := r.dec.Decode(p, f.Data, f.Link); err != nil {
 		if p.Err == decode.ErrTruncated {
@@ -151,6 +160,10 @@ func (r *reader) frame(f *capture.Frame) {
 			c[MalformedPackets]++
 		}
 		c[errorBase+int(p.Err)]++
+		return
+	}
+	if r.filter != nil && !r.filter.Packet(p) {
+		c[Filtered]++
 		return
 	}
 	if p.IsRoCE() {

@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/rocescope/rocescope/capture"
+	"github.com/rocescope/rocescope/capture/filter"
 	"github.com/rocescope/rocescope/capture/internal/netdev"
 	"github.com/rocescope/rocescope/decode"
 	"golang.org/x/sys/unix"
@@ -117,6 +118,10 @@ func (g *Group) Close() error {
 	return errors.Join(errs...)
 }
 
+// Filter returns the capture filter expression the kernel runs
+// (Config.Filter), or nil.
+func (g *Group) Filter() *filter.Expr { return g.set.Filter }
+
 // Describe says how the group captures, such as "AF_PACKET TPACKET_V3 on
 // eth1, 2 sockets, fanout hash, filter roce, ring 32 x 4096 KiB per socket".
 func (g *Group) Describe() string { return g.set.describe() }
@@ -190,11 +195,18 @@ func open(iface string, index, port int, set *settings, fanoutID *int) (_ *Sourc
 			return nil, fail("setsockopt PACKET_FANOUT", err)
 		}
 	}
-	prog := snapFilter(uint32(set.SnapLen))
-	if !set.All {
-		if prog, err = roceFilter(uint32(set.SnapLen)); err != nil {
-			return nil, err
+	keep := keepAll(uint32(set.SnapLen))
+	if set.Filter != nil {
+		if keep, err = exprSteps(set.Filter, s.link, uint32(set.SnapLen)); err != nil {
+			return nil, fail("compile filter", err)
 		}
+	}
+	prog, err := assemble(keep)
+	if !set.All {
+		prog, err = roceFilter(keep)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if err := attach(fd, prog); err != nil {
 		return nil, fail("attach filter", err)

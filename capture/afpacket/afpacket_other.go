@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/rocescope/rocescope/capture"
+	"github.com/rocescope/rocescope/capture/filter"
 )
 
 // Group is a set of capture sockets on one interface. On this system Open
@@ -29,3 +30,6 @@ func (g *Group) Close() error { return nil }
 
 // Describe says that AF_PACKET is unsupported.
 func (g *Group) Describe() string { return "AF_PACKET (unsupported on this system)" }
+
+// Filter returns nil.
+func (g *Group) Filter() *filter.Expr { return nil }

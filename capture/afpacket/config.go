@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/rocescope/rocescope/capture/filter"
 )
 
 // ErrUnsupported is returned by Open on systems without AF_PACKET.
@@ -50,6 +52,14 @@ type Config struct {
 	// SnapLen is the most bytes kept of each frame; 0 means
 	// DefaultSnapLen (whole frames).
 	SnapLen int
+	// Filter is a capture filter expression the kernel runs on every
+	// frame, after the RoCE filter unless All is set: the socket receives
+	// only the frames it matches. The kernel counts none of the frames it
+	// removes. The kernel shows the filter a frame without the VLAN tag
+	// the NIC took out of it (as tcpdump sees frames live), so an
+	// expression with a vlan primitive does not mean here what it means on
+	// the frame's bytes ([filter.Expr.VLAN]).
+	Filter *filter.Expr
 	// Inbound captures only frames the interface receives, not those the
 	// host sends on it (PACKET_IGNORE_OUTGOING, Linux 4.20).
 	Inbound bool
@@ -131,8 +141,13 @@ func validate(cfg *Config, pageSize int) (settings, error) {
 // like the other capture modes', it does not name the interface.
 func (s *settings) describe() string {
 	filter := "roce"
-	if s.All {
+	switch {
+	case s.All && s.Filter != nil:
+		filter = fmt.Sprintf("%q in the kernel", s.Filter)
+	case s.All:
 		filter = "none (all frames)"
+	case s.Filter != nil:
+		filter = fmt.Sprintf("roce and %q in the kernel", s.Filter)
 	}
 	plural := "s"
 	if s.Sockets == 1 {

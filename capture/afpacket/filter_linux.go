@@ -4,7 +4,11 @@ import (
 	"fmt"
 	"strconv"
 
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/rocescope/rocescope/capture/filter"
+	"github.com/rocescope/rocescope/decode"
 )
 
 // step is one instruction of a classic BPF program under construction:
@@ -16,6 +20,10 @@ type step struct {
 	code   uint16
 	k      uint32
 	jt, jf string
+	// raw holds the jump offsets of an instruction of an assembled
+	// program, whose jumps stay within it (used when rawJumps is set).
+	rawJt, rawJf uint8
+	rawJumps     bool
 }
 
 // assemble resolves the labels of prog into a cBPF program.
@@ -46,6 +54,10 @@ func assemble(prog []step) ([]unix.SockFilter, error) {
 		jf, err := offset(i, s.jf)
 		if err != nil {
 			return nil, err
+		}
+		if s.rawJumps {
+			out[i] = unix.SockFilter{Code: s.code, Jt: s.rawJt, Jf: s.rawJf, K: s.k}
+			continue
 		}
 		if s.code == ja { // the target goes in k, which has room for any
 			out[i] = unix.SockFilter{Code: s.code, K: jt}
@@ -105,7 +117,11 @@ const maxIPv6ExtHeaders = 6
 //
 // The X register holds the offset, less 14, of the header being looked
 // at; scratch word M[0] keeps an IPv6 next header while X moves on.
-func roceFilter(snapLen uint32) ([]unix.SockFilter, error) {
+//
+// keep is the code that runs for a frame the filter keeps, a program of
+// its own that returns how many bytes to keep: keepAll(snapLen), or a user's
+// expression (exprSteps).
+func roceFilter(keep []step) ([]unix.SockFilter, error) {
 	prog := []step{
 		{code: ldxImm, k: 0},                               // X = bytes of VLAN tags before the ethertype: none yet
 		{code: ldhAbs, k: 12},                              // A = ethertype or TPID after the MAC addresses
@@ -146,10 +162,37 @@ func roceFilter(snapLen uint32) ([]unix.SockFilter, error) {
 		step{code: tax},                                      // X = offset of the UDP header less 14
 		step{label: "udp", code: ldhInd, k: 14 + 2},          // A = UDP destination port
 		step{code: jeqK, k: roceUDP, jt: "keep", jf: "drop"}, // RoCEv2?
-		step{label: "keep", code: retK, k: snapLen},          // accept snapLen bytes
 		step{label: "drop", code: retK, k: 0},                // drop
 	)
-	return assemble(prog)
+	keep[0].label = "keep"
+	return assemble(append(prog, keep...))
+}
+
+// keepAll is the code that keeps snapLen bytes of every frame.
+func keepAll(snapLen uint32) []step { return []step{{code: retK, k: snapLen}} }
+
+// exprSteps returns the user's expression compiled for frames of link
+// type link, as code that keeps snapLen bytes of the frames it matches
+// and drops the others.
+func exprSteps(e *filter.Expr, link decode.LinkType, snapLen uint32) ([]step, error) {
+	insns, err := e.Instructions(link)
+	if err != nil {
+		return nil, err
+	}
+	for i, in := range insns {
+		if r, ok := in.(bpf.RetConstant); ok && r.Val > 0 {
+			insns[i] = bpf.RetConstant{Val: snapLen}
+		}
+	}
+	raw, err := bpf.Assemble(insns)
+	if err != nil {
+		return nil, fmt.Errorf("afpacket: filter %q: %w", e, err)
+	}
+	steps := make([]step, len(raw))
+	for i, r := range raw {
+		steps[i] = step{code: r.Op, k: r.K, rawJt: r.Jt, rawJf: r.Jf, rawJumps: true}
+	}
+	return steps, nil
 }
 
 // extLabel names the instructions that look at the next header after i

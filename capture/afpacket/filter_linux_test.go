@@ -290,7 +290,7 @@ var filterCases = []struct {
 // keeps the snap length.
 func TestRoCEFilter(t *testing.T) {
 	const snap = 1234
-	prog, err := roceFilter(snap)
+	prog, err := roceFilter(keepAll(snap))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestRoCEFilter(t *testing.T) {
 // it keeps the RoCE frames and drops the others, with the tags in the data
 // and with the outermost tag taken out as the kernel does.
 func TestRoCEFilterTraffic(t *testing.T) {
-	prog, err := roceFilter(DefaultSnapLen)
+	prog, err := roceFilter(keepAll(DefaultSnapLen))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func FuzzRoCEFilter(f *testing.F) {
 	for _, c := range filterCases {
 		f.Add(c.frame)
 	}
-	prog, err := roceFilter(DefaultSnapLen)
+	prog, err := roceFilter(keepAll(DefaultSnapLen))
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -66,8 +66,8 @@ func tokenize(s string) []string {
 		case strings.HasPrefix(s[i:], "&&"), strings.HasPrefix(s[i:], "||"):
 			toks = append(toks, s[i:i+2])
 			i += 2
-		default:
-			j := i
+		default: // a word: at least this byte ("!=" starts one)
+			j := i + 1
 			for j < len(s) && !strings.ContainsRune(" \t\n\r()!", rune(s[j])) && !strings.HasPrefix(s[j:], "&&") && !strings.HasPrefix(s[j:], "||") {
 				j++
 			}
@@ -229,8 +229,13 @@ func (p *parser) primitive() (node, error) {
 		p.last = nil
 		return pr, nil
 	case t == "" || isOperator(t) || protos[t] || kinds[t] || t == "src" || t == "dst":
+		end := p.pos
+		if t != "" {
+			end--
+		}
+		words := strings.Join(p.toks[start:end], " ")
 		p.pos = start
-		return nil, p.errorf("a value is missing after %q", strings.Join(p.toks[start:start+1], " "))
+		return nil, p.errorf("a value is missing after %q", words)
 	case outside[t]:
 		return nil, fmt.Errorf("%w: %q", ErrUnsupported, t)
 	}

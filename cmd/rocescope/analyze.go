@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rocescope/rocescope/capture"
+	"github.com/rocescope/rocescope/capture/filter"
 	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/metrics/export"
 	"github.com/rocescope/rocescope/metrics/report"
@@ -18,6 +19,7 @@ import (
 // capture share.
 type analysis struct {
 	opts     *reportOptions
+	filter   *filter.Set // the filters the engine applies, or nil
 	live     bool
 	progress func() string // extra progress text (percent of file), or nil
 	// progressEvery is how often progress is drawn (default half a second).
@@ -30,6 +32,7 @@ func (a *analysis) run(ctx context.Context, e *env, sources []capture.Source) (e
 	if err != nil {
 		return err
 	}
+	cfg.Filter = a.filter
 	eng, err := metrics.New(cfg)
 	if err != nil {
 		return usagef("%v", err)

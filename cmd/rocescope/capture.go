@@ -12,12 +12,13 @@ import (
 	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/capture/afpacket"
 	"github.com/rocescope/rocescope/capture/afxdp"
+	"github.com/rocescope/rocescope/capture/filter"
 )
 
 func captureCommand() *command {
 	return &command{
 		name:    "capture",
-		args:    "",
+		args:    "[EXPRESSION]",
 		summary: "analyze live traffic from a mirror port (AF_XDP, AF_PACKET, libpcap)",
 		about: `Capture reads frames from a network interface, usually the port a switch
 mirrors RoCE traffic to (SPAN or ERSPAN), and writes one report per window, as
@@ -45,15 +46,27 @@ Modes:
             devices such as mlx5_0 where libpcap supports them.
 The default, auto, tries AF_XDP and falls back to AF_PACKET, saying why.
 Capturing needs root (or CAP_NET_RAW, and CAP_NET_ADMIN with CAP_BPF for
-AF_XDP).`,
+AF_XDP).
+
+A capture filter expression (as trailing arguments, as tcpdump takes it, or
+--filter) runs in the kernel with AF_PACKET, after the RoCE filter: the
+kernel counts none of the frames it removes (tcpdump's "packets received
+by filter" counts only those it kept). With AF_XDP, libpcap, or an
+expression with vlan, it runs in user space right after receive and the
+frames it removes are counted in filtered. The start-up line says which.
+` + filterHelp,
 		example: `  sudo rocescope capture -i eth1
   sudo rocescope capture -i eth1 --mode afpacket --workers 4 --duration 60s -o flows.jsonl
   sudo rocescope capture -i eth1 --mode afxdp --queues 0-3 --state-out /shared/states/
   sudo rocescope capture -i eth1 --all --prometheus :24791   # http://127.0.0.1:24791/metrics
-  sudo rocescope capture -i eth1 -o ipfix://collector:4739 -o report.jsonl`,
+  sudo rocescope capture -i eth1 -o ipfix://collector:4739 -o report.jsonl
+  sudo rocescope capture -i eth1 'udp port 4791 and host 10.0.0.5'
+  sudo rocescope capture -i eth1 --mode afpacket --qp 0x4bdaaf --op read,ack`,
 		flags: func(fs *pflag.FlagSet) runner {
 			var o reportOptions
 			o.bind(fs)
+			var fo filterOptions
+			fo.bind(fs)
 			iface := fs.StringP("interface", "i", "", "interface to capture on (required)")
 			mode := fs.String("mode", "auto", "capture mode: auto, afxdp, afpacket or pcap")
 			queues := fs.String("queues", "", "AF_XDP: RX queues to attach to, such as 0 or 0-3 or 0,2 (default: all)")
@@ -61,11 +74,19 @@ AF_XDP).`,
 			all := fs.Bool("all", false, "capture every frame, not only RoCE, PFC and mirror traffic, so that other_packets counts the rest")
 			hostFrames := fs.Bool("xdp-host-frames", false, "AF_XDP: also take the frames addressed to this host, which it then never receives (for a port that only receives ERSPAN sent to this collector)")
 			return func(ctx context.Context, e *env, args []string) error {
-				if len(args) > 0 {
-					return usagef("capture takes no arguments (use -i IFACE), got %q", args)
-				}
 				if *iface == "" {
 					return usagef("-i IFACE is required")
+				}
+				expr := fo.expr
+				if len(args) > 0 {
+					if expr != "" {
+						return usagef("%v", errFilterTwice)
+					}
+					expr = strings.Join(args, " ")
+				}
+				set, err := fo.set(expr)
+				if err != nil {
+					return err
 				}
 				o.inputs = []string{*iface}
 				if err := o.check(); err != nil {
@@ -84,18 +105,23 @@ AF_XDP).`,
 				if *hostFrames && (*mode == "afpacket" || *mode == "pcap") {
 					return usagef("--xdp-host-frames is about AF_XDP: it does not apply to --mode %s", *mode)
 				}
-				l, err := openLive(e, *mode, *iface, liveOptions{queues: qs, workers: o.workers, all: *all, hostFrames: *hostFrames})
+				lo := liveOptions{queues: qs, workers: o.workers, all: *all, hostFrames: *hostFrames}
+				if set != nil && set.Expr != nil && !set.Expr.VLAN() {
+					lo.kernelFilter = set.Expr
+				}
+				l, err := openLive(e, *mode, *iface, lo)
 				if err != nil {
 					return err
 				}
 				defer l.Close()
 				fmt.Fprintf(e.stderr, "rocescope capture: %s on %s\n", l.Describe(), *iface)
+				set = userFilter(e, set, l)
 				if *duration > 0 {
 					var cancel context.CancelFunc
 					ctx, cancel = context.WithTimeout(ctx, *duration)
 					defer cancel()
 				}
-				a := &analysis{opts: &o, live: true}
+				a := &analysis{opts: &o, filter: set, live: true}
 				return a.run(ctx, e, l.Sources())
 			}
 		},
@@ -115,16 +141,42 @@ var openPcap func(iface string, all bool) (live, error)
 
 // liveOptions are the capture flags the modes take.
 type liveOptions struct {
-	queues     []int // AF_XDP queues; nil for all
-	workers    int   // AF_PACKET sockets
-	all        bool  // every frame, not only RoCE
-	hostFrames bool  // AF_XDP takes the frames addressed to this host too
+	queues       []int        // AF_XDP queues; nil for all
+	workers      int          // AF_PACKET sockets
+	all          bool         // every frame, not only RoCE
+	hostFrames   bool         // AF_XDP takes the frames addressed to this host too
+	kernelFilter *filter.Expr // the expression, for AF_PACKET to run in the kernel; nil for none
+}
+
+// userFilter returns the filters the engine must apply to the frames of
+// l, which ran set's expression in the kernel if l is AF_PACKET with a
+// kernel filter, and says on standard error where each filter runs.
+func userFilter(e *env, set *filter.Set, l live) *filter.Set {
+	if set == nil {
+		return nil
+	}
+	g, kernel := l.(*afpacket.Group)
+	kernel = kernel && g.Filter() != nil
+	if set.Expr != nil {
+		where := "in user space right after receive: the frames it removes are counted in filtered"
+		if kernel {
+			where = "in the kernel (AF_PACKET socket filter): the frames it removes are not counted, as the kernel counts none"
+		}
+		fmt.Fprintf(e.stderr, "rocescope capture: filter '%s' runs %s\n", set.Expr, where)
+	}
+	if !set.RoCE.IsZero() {
+		fmt.Fprintf(e.stderr, "rocescope capture: RoCE filter %s runs after decoding: the frames it removes are counted in filtered\n", set.RoCE)
+	}
+	if kernel {
+		return &filter.Set{RoCE: set.RoCE}
+	}
+	return set
 }
 
 // openLive opens iface in the given mode; auto tries AF_XDP, then AF_PACKET.
 func openLive(e *env, mode, iface string, o liveOptions) (live, error) {
 	afp := func() (live, error) {
-		return afpacket.Open(iface, &afpacket.Config{Sockets: o.workers, All: o.all})
+		return afpacket.Open(iface, &afpacket.Config{Sockets: o.workers, All: o.all, Filter: o.kernelFilter})
 	}
 	switch mode {
 	case "afxdp":

@@ -24,7 +24,8 @@ recognized by their magic: classic pcap (µs or ns), pcapng, ibdump output
 (Ethernet or ERF link type) and gzip-compressed files.
 
 Damaged files stop the replay with an error naming the file and byte offset;
-with --keep-going the damaged records are counted and the replay goes on.`,
+with --keep-going the damaged records are counted and the replay goes on.
+` + filterHelp,
 		example: `  rocescope replay trace.pcap
   rocescope replay --window 100ms --elephant-rate 10G --top 50 a.pcap b.pcapng.gz
   rocescope replay --format csv -o flows.csv --exact trace.pcap
@@ -32,10 +33,14 @@ with --keep-going the damaged records are counted and the replay goes on.`,
   rocescope replay --state-out states/ trace.pcap   # then: rocescope merge states/*
   rocescope replay --host cap1 --state-out kafka://k1:9092/states -o clickhouse://ch1:8123/rocescope trace.pcap
   rocescope replay -o report.jsonl -o ipfix://collector:4739 trace.pcap   # a file and an IPFIX collector
-  tcpdump -w - -i eth1 udp port 4791 | rocescope replay -`,
+  tcpdump -w - -i eth1 udp port 4791 | rocescope replay -
+  rocescope replay --qp 0x4bdaaf,0x9d5d7d trace.pcap     # one RC connection
+  rocescope replay -f 'host 10.0.0.5' --op read,ack trace.pcap`,
 		flags: func(fs *pflag.FlagSet) runner {
 			var o reportOptions
 			o.bind(fs)
+			var fo filterOptions
+			fo.bind(fs)
 			keepGoing := fs.Bool("keep-going", false, "count damaged records and go on instead of stopping at the first")
 			concat := fs.Bool("concat", false, "read the files one after another instead of merging them by frame time")
 			return func(ctx context.Context, e *env, args []string) error {
@@ -46,12 +51,16 @@ with --keep-going the damaged records are counted and the replay goes on.`,
 				if err := o.check(); err != nil {
 					return err
 				}
+				set, err := fo.set(fo.expr)
+				if err != nil {
+					return err
+				}
 				src, err := file.Open(args, &file.Options{KeepGoing: *keepGoing, Concat: *concat})
 				if err != nil {
 					return err
 				}
 				defer src.Close()
-				a := &analysis{opts: &o, progress: func() string { return progressText(src.Progress()) }}
+				a := &analysis{opts: &o, filter: set, progress: func() string { return progressText(src.Progress()) }}
 				err = a.run(ctx, e, []capture.Source{src})
 				if st := src.Stats(); st.Errors > 0 {
 					files := strings.Join(args, ", ")

@@ -179,6 +179,7 @@ var counterHelp = [metrics.NumScalar]string{
 	metrics.UntrackedPackets:     "RoCE frames of flows the full QP table could not hold.",
 	metrics.ReadLatencyUnmatched: "READ requests whose response was not seen.",
 	metrics.Fragments:            "IPv4 and IPv6 fragments (counted as other, not reassembled).",
+	metrics.Filtered:             "Frames the capture filter expression or the RoCE filter removed from the analysis.",
 }
 
 // exposition appends the text format 0.0.4.
