@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/rocescope/rocescope/capture"
+	"github.com/rocescope/rocescope/capture/file"
 	"github.com/rocescope/rocescope/capture/synth"
 	"github.com/rocescope/rocescope/decode"
 	"github.com/rocescope/rocescope/internal/netnstest"
@@ -711,4 +712,143 @@ func stopCapture(t *testing.T, cmd *exec.Cmd, stderr *stderrLines) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("%s: %v\nstderr:\n%s", cmd, err, stderr)
 	}
+}
+
+// TestCaptureFilterLive captures the trace with a capture filter given as
+// trailing arguments, in AF_PACKET mode (the kernel runs it: the frames it
+// removes are not counted) and in AF_XDP mode (user space: counted in
+// filtered), and checks the frames analyzed against tcpdump -r on a pcap
+// of the same frames, among those the mode captures (RoCE and PFC).
+func TestCaptureFilterLive(t *testing.T) {
+	netnstest.Skip(t)
+	if _, err := exec.LookPath("tcpdump"); err != nil {
+		t.Skipf("tcpdump not installed: %v", err)
+	}
+	bin, err := buildRocescope(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := makeTraffic(t)
+	tr.frames = tr.frames[:len(tr.frames)/4]
+	const expr = "ip and udp and not src net 10.0.0.0/29"
+	keep := tcpdumpKeeps(t, tr.frames, expr)
+	// The kernel's filter sees a frame without the outer VLAN tag, which
+	// the receive path takes out before packet sockets see it.
+	untagged := make([][]byte, len(tr.frames))
+	for i, f := range tr.frames {
+		untagged[i] = f
+		if len(f) >= 18 && (f[12] == 0x81 && f[13] == 0x00 || f[12] == 0x88 && f[13] == 0xa8) {
+			untagged[i] = append(append([]byte(nil), f[:12]...), f[16:]...)
+		}
+	}
+	keepKernel := tcpdumpKeeps(t, untagged, expr)
+	var p decode.Packet
+	// Of the frames the mode captures, those the expression keeps, on the
+	// frame's bytes (user space) and in the kernel's view.
+	var captured, want, wantKernel uint64
+	for i, f := range tr.frames {
+		if err := p.Decode(f, decode.LinkEthernet); err != nil || !(p.IsRoCE() || p.Kind == decode.KindPFC || p.Kind == decode.KindPause) {
+			continue
+		}
+		captured++
+		if keep[i] {
+			want++
+		}
+		if keepKernel[i] {
+			wantKernel++
+		}
+	}
+	t.Logf("%d frames sent, %d RoCE or PFC, %d of them kept by %q (%d in the kernel's view)", len(tr.frames), captured, want, expr, wantKernel)
+	for _, mode := range []string{"afpacket", "afxdp"} {
+		t.Run(mode, func(t *testing.T) {
+			p := netnstest.NewWith(t, &netnstest.Config{MTU: liveMTU})
+			reports := filepath.Join(t.TempDir(), "reports.jsonl")
+			cmd := exec.Command("ip", "netns", "exec", p.NSB, bin, "capture", "-i", p.IfB, "--mode", mode,
+				"--format", "jsonl", "--exact", "--workers", "2", "-o", reports, "ip", "and", "udp", "and", "not", "src", "net", "10.0.0.0/29")
+			_, stderr := startCapture(t, cmd, p.IfB)
+			send(t, p, tr.frames, 10000)
+			time.Sleep(liveSettle)
+			stopCapture(t, cmd, stderr)
+			where := map[string]string{"afpacket": "runs in the kernel", "afxdp": "runs in user space"}[mode]
+			if !strings.Contains(stderr.String(), "rocescope capture: filter '"+expr+"' "+where) {
+				t.Errorf("stderr does not say the filter %s:\n%s", where, stderr)
+			}
+			data, err := os.ReadFile(reports)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var packets, analyzed, filtered, drops uint64
+			for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+				var r struct {
+					Packets, RoCE, Other, Malformed, Truncated, Filtered, Drops uint64
+				}
+				if err := json.Unmarshal([]byte(line), &struct {
+					P *uint64 `json:"packets"`
+					R *uint64 `json:"roce_packets"`
+					O *uint64 `json:"other_packets"`
+					M *uint64 `json:"malformed_packets"`
+					T *uint64 `json:"truncated_packets"`
+					F *uint64 `json:"filtered"`
+					D *uint64 `json:"kernel_drops"`
+				}{&r.Packets, &r.RoCE, &r.Other, &r.Malformed, &r.Truncated, &r.Filtered, &r.Drops}); err != nil {
+					t.Fatalf("%v: %s", err, line)
+				}
+				if r.Packets != r.RoCE+r.Other+r.Malformed+r.Truncated+r.Filtered {
+					t.Errorf("window does not conserve its frames: %s", line)
+				}
+				packets += r.Packets
+				analyzed += r.RoCE + r.Other + r.Malformed + r.Truncated
+				filtered += r.Filtered
+				drops += r.Drops
+			}
+			t.Logf("%s: %d packets, %d analyzed, %d filtered, %d kernel drops", mode, packets, analyzed, filtered, drops)
+			wantPackets, wantAnalyzed, wantFiltered := wantKernel, wantKernel, uint64(0)
+			if mode == "afxdp" {
+				wantPackets, wantAnalyzed, wantFiltered = captured, want, captured-want
+			}
+			if drops != 0 {
+				t.Skipf("%d kernel drops on a loaded machine: counts not comparable", drops)
+			}
+			if analyzed != wantAnalyzed || packets != wantPackets || filtered != wantFiltered {
+				t.Errorf("%s: %d packets, %d analyzed, %d filtered; want %d, %d (tcpdump), %d", mode, packets, analyzed, filtered, wantPackets, wantAnalyzed, wantFiltered)
+			}
+		})
+	}
+}
+
+// tcpdumpKeeps writes frames to a pcap and returns, per frame, whether
+// tcpdump -r matches it with expr.
+func tcpdumpKeeps(t *testing.T, frames [][]byte, expr string) []bool {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sent.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := file.NewWriter(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, fr := range frames { // frame i at second i+1: tcpdump -tt prints which
+		if err := w.WriteFrame(int64(i+1)*1e9, fr, len(fr)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := errors.Join(w.Flush(), f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("tcpdump", "-tt", "-nqr", path, expr).Output()
+	if err != nil {
+		t.Fatalf("tcpdump -r %s %q: %v", path, expr, err)
+	}
+	keep := make([]bool, len(frames))
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		sec, _, _ := strings.Cut(line, ".")
+		n, err := strconv.Atoi(sec)
+		if err != nil || n < 1 || n > len(frames) {
+			t.Fatalf("tcpdump -tt: line %q", line)
+		}
+		keep[n-1] = true
+	}
+	return keep
 }
