@@ -11,7 +11,8 @@
 // [Compile] reads the pcap-filter(7) subset below, pure Go, with libpcap's
 // meaning of each part; a program built with the "pcap" build tag compiles
 // with libpcap itself (pcap_compile) instead, so that every expression
-// tcpdump takes works there. The subset:
+// tcpdump takes works there (for SLL2 frames, which gopacket cannot name
+// to libpcap, the subset's program is used). The subset:
 //
 //	host ADDR          IPv4 (IP, ARP, RARP) or IPv6 address, source or destination
 //	net ADDR/LEN       an IPv4 or IPv6 network
