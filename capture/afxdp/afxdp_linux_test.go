@@ -623,23 +623,7 @@ func TestHostFramesLive(t *testing.T) {
 				}
 				received <- n
 			}()
-			// The datagrams carry a BTH: RC SEND Only to QP 0x12.
-			payload := cat([]byte{0x04, 0, 0xff, 0xff, 0, 0, 0, 0x12, 0x80, 0, 0, 1}, make([]byte, 20))
-			err = p.Do(p.NSA, func() error {
-				c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: p.IPv4B.Addr().AsSlice(), Port: 4791})
-				if err != nil {
-					return err
-				}
-				defer c.Close()
-				for range datagrams {
-					if _, err := c.Write(payload); err != nil {
-						return err
-					}
-					time.Sleep(100 * time.Microsecond)
-				}
-				return nil
-			})
-			if err != nil {
+			if err := p.SendUDP(datagrams, netnstest.RoCEDatagram); err != nil {
 				t.Fatal(err)
 			}
 			if n, err := p.Send(netnstest.Traffic(mirrored, 0, 1)); err != nil {

@@ -164,33 +164,9 @@ func (g *generator) place(label string) {
 func (g *generator) emit(t test, yes, no string) {
 	switch t := t.(type) {
 	case allOf:
-		if len(t) == 0 {
-			g.out = append(g.out, insn{ins: bpf.Jump{}, jt: yes})
-			return
-		}
-		for i, s := range t {
-			if i == len(t)-1 {
-				g.emit(s, yes, no)
-				break
-			}
-			next := g.newLabel()
-			g.emit(s, next, no)
-			g.place(next)
-		}
+		g.chain(t, yes, no, true)
 	case anyOf:
-		if len(t) == 0 {
-			g.out = append(g.out, insn{ins: bpf.Jump{}, jt: no})
-			return
-		}
-		for i, s := range t {
-			if i == len(t)-1 {
-				g.emit(s, yes, no)
-				break
-			}
-			next := g.newLabel()
-			g.emit(s, yes, next)
-			g.place(next)
-		}
+		g.chain(t, yes, no, false)
 	case negate:
 		g.emit(t.t, no, yes)
 	case check:
@@ -207,6 +183,30 @@ func (g *generator) emit(t test, yes, no string) {
 		}
 		g.out = append(g.out, insn{cond: &bpf.JumpIf{Cond: t.cond, Val: t.val}, jt: yes, jf: no})
 	}
+}
+
+// chain emits the tests ts joined by and (all set) or by or: each test
+// but the last goes on to the next one when it does not decide the whole.
+// No test is true when all, false when not.
+func (g *generator) chain(ts []test, yes, no string, all bool) {
+	if len(ts) == 0 {
+		end := no
+		if all {
+			end = yes
+		}
+		g.out = append(g.out, insn{ins: bpf.Jump{}, jt: end})
+		return
+	}
+	for _, s := range ts[:len(ts)-1] {
+		next := g.newLabel()
+		if all {
+			g.emit(s, next, no)
+		} else {
+			g.emit(s, yes, next)
+		}
+		g.place(next)
+	}
+	g.emit(ts[len(ts)-1], yes, no)
 }
 
 // resolve drops the label places and turns labels into jump offsets.

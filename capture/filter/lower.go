@@ -91,25 +91,11 @@ type lowerer struct{ l layout }
 func (lw lowerer) lower(n node) (test, error) {
 	switch n := n.(type) {
 	case andNode:
-		a, err := lw.lower(n.a)
-		if err != nil {
-			return nil, err
-		}
-		b, err := lw.lower(n.b)
-		if err != nil {
-			return nil, err
-		}
-		return allOf{a, b}, nil
+		a, b, err := lw.lowerBoth(n.a, n.b)
+		return allOf{a, b}, err
 	case orNode:
-		a, err := lw.lower(n.a)
-		if err != nil {
-			return nil, err
-		}
-		b, err := lw.lower(n.b)
-		if err != nil {
-			return nil, err
-		}
-		return anyOf{a, b}, nil
+		a, b, err := lw.lowerBoth(n.a, n.b)
+		return anyOf{a, b}, err
 	case notNode:
 		a, err := lw.lower(n.a)
 		if err != nil {
@@ -118,6 +104,17 @@ func (lw lowerer) lower(n node) (test, error) {
 		return negate{a}, nil
 	}
 	return lw.prim(n.(prim))
+}
+
+// lowerBoth lowers the two sides of an and or an or.
+func (lw lowerer) lowerBoth(x, y node) (a, b test, err error) {
+	if a, err = lw.lower(x); err != nil {
+		return nil, nil, err
+	}
+	if b, err = lw.lower(y); err != nil {
+		return nil, nil, err
+	}
+	return a, b, nil
 }
 
 // at returns the layout for a primitive behind tags VLAN tags.

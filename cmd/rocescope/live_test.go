@@ -639,22 +639,7 @@ func TestCaptureHostTrafficLive(t *testing.T) {
 		}
 		received <- n
 	}()
-	// RC SEND Only to QP 0x12, PSN 1, and a payload.
-	payload := append([]byte{0x04, 0, 0xff, 0xff, 0, 0, 0, 0x12, 0x80, 0, 0, 1}, make([]byte, 20)...)
-	if err := p.Do(p.NSA, func() error {
-		c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: p.IPv4B.Addr().AsSlice(), Port: 4791})
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		for range datagrams {
-			if _, err := c.Write(payload); err != nil {
-				return err
-			}
-			time.Sleep(100 * time.Microsecond)
-		}
-		return nil
-	}); err != nil {
+	if err := p.SendUDP(datagrams, netnstest.RoCEDatagram); err != nil {
 		t.Fatal(err)
 	}
 	send(t, p, netnstest.Traffic(mirrored, 0, 1), 10000)

@@ -253,6 +253,30 @@ func (p *Pair) Do(ns string, fn func() error) (err error) {
 // error names the first frame that could not be sent.
 func (p *Pair) Send(frames [][]byte) (int, error) { return p.SendPaced(frames, 0) }
 
+// RoCEDatagram is the UDP payload of a RoCEv2 frame: a BTH for RC SEND
+// Only to QP 0x12 with PSN 1, and 20 bytes of payload, as soft-RoCE would
+// send it to port 4791 through the host's own stack.
+var RoCEDatagram = append([]byte{0x04, 0, 0xff, 0xff, 0, 0, 0, 0x12, 0x80, 0, 0, 1}, make([]byte, 20)...)
+
+// SendUDP sends n datagrams with payload from a UDP socket in NSA to port
+// 4791 of IPv4B, through NSA's stack (ARP included), 100 µs apart.
+func (p *Pair) SendUDP(n int, payload []byte) error {
+	return p.Do(p.NSA, func() error {
+		c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: p.IPv4B.Addr().AsSlice(), Port: 4791})
+		if err != nil {
+			return fmt.Errorf("netnstest: UDP socket in %s: %w", p.NSA, err)
+		}
+		defer c.Close()
+		for i := range n {
+			if _, err := c.Write(payload); err != nil {
+				return fmt.Errorf("netnstest: datagram %d to %s: %w", i, p.IPv4B.Addr(), err)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		return nil
+	})
+}
+
 // sendBurst is how many frames SendPaced writes back to back: after a stall
 // it does not catch up, so no burst is longer.
 const sendBurst = 64
