@@ -252,6 +252,7 @@ func (p *parser) primitive() (node, error) {
 		case err == nil, pr.proto == "ether":
 			pr.kind = "host"
 		default:
+			p.pos = start
 			return nil, p.errorf("%q: want host, net, port or portrange before it", pr.value)
 		}
 	}

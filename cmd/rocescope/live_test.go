@@ -559,7 +559,7 @@ func TestCaptureLiveErrors(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"capture"}, 2, "-i IFACE is required"},
-		{[]string{"capture", "-i", p.IfB, "eth9"}, 2, "capture takes no arguments"},
+		{[]string{"capture", "-i", p.IfB, "eth9"}, 2, `filter "eth9": syntax error: at word 1: "eth9": want host, net, port or portrange before it`},
 		{[]string{"capture", "-i", p.IfB, "--mode", "xdp"}, 2, `--mode "xdp": want auto, afxdp, afpacket or pcap`},
 		{[]string{"capture", "-i", p.IfB, "--queues", "3-1"}, 2, `--queues "3-1"`},
 		{[]string{"capture", "-i", p.IfB, "--mode", "afpacket", "--queues", "0"}, 2, "does not apply to --mode afpacket"},
