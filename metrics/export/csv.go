@@ -92,7 +92,7 @@ func (c *CSV) Write(r *report.Report) error {
 	// The window row.
 	b = prefix(b, "window")
 	b = append(b, ",,,,,,"...) // src, dst, dqp, sqp, sport, then rate_bps
-	b = appendJSONFloat(b, float64(w.Counters[metrics.Bytes])*8*1e9/float64(w.Length))
+	b = AppendFloat(b, float64(w.Counters[metrics.Bytes])*8*1e9/float64(w.Length))
 	b = append(b, ",,,,"...) // prev_rate_bps, elephant, jitter, estimated
 	for _, wc := range windowCounterOf {
 		b = append(b, ',')
@@ -118,8 +118,8 @@ func (c *CSV) Write(r *report.Report) error {
 			b = strconv.AppendUint(b, uint64(f.SQP), 10)
 		}
 		b = strconv.AppendUint(append(b, ','), uint64(f.Sport), 10)
-		b = appendJSONFloat(append(b, ','), f.Rate)
-		b = appendJSONFloat(append(b, ','), f.PrevRate)
+		b = AppendFloat(append(b, ','), f.Rate)
+		b = AppendFloat(append(b, ','), f.PrevRate)
 		b = strconv.AppendBool(append(b, ','), f.Elephant)
 		b = strconv.AppendBool(append(b, ','), f.Jitter)
 		b = strconv.AppendBool(append(b, ','), f.Estimated)

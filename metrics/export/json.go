@@ -40,7 +40,7 @@ func (o *jsonObject) int(k string, v int64) {
 
 func (o *jsonObject) float(k string, v float64) {
 	o.key(k)
-	o.b = appendJSONFloat(o.b, v)
+	o.b = AppendFloat(o.b, v)
 }
 
 func (o *jsonObject) bool(k string, v bool) {
@@ -62,16 +62,17 @@ func (o *jsonObject) text(k string, f func([]byte) []byte) {
 	o.b = append(o.b, '"')
 }
 
-// appendJSONFloat appends v in the shortest form that reads back exactly;
-// NaN and infinities, which JSON cannot hold, become null.
-func appendJSONFloat(b []byte, v float64) []byte {
+// AppendFloat appends v the one way every report format writes a float
+// (JSON lines, CSV, the HTML page's figures): in plain decimal notation,
+// never in exponent form, with the fewest digits that read back as v
+// exactly, so that a whole value has no fraction ("66432680",
+// "15318545.936391562", "0.00035"). NaN and infinities, which JSON cannot
+// hold, become null.
+func AppendFloat(b []byte, v float64) []byte {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return append(b, "null"...)
 	}
-	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
-		return strconv.AppendInt(b, int64(v), 10)
-	}
-	return strconv.AppendFloat(b, v, 'g', -1, 64)
+	return strconv.AppendFloat(b, v, 'f', -1, 64)
 }
 
 // appendJSONString appends s as a JSON string, escaping what JSON

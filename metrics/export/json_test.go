@@ -1,8 +1,15 @@
 package export
 
 import (
+	"bytes"
+	"encoding/csv"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"math"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -107,11 +114,84 @@ func TestJSONString(t *testing.T) {
 			t.Errorf("appendJSONString(%q) reads back as %q", s, got)
 		}
 	}
-	for _, v := range []float64{0, 1, -3, 1.5, 1e20, 123456789012, math.NaN(), math.Inf(1)} {
-		b := appendJSONFloat(nil, v)
-		var got any
-		if err := json.Unmarshal(b, &got); err != nil {
-			t.Errorf("appendJSONFloat(%v) = %s: %v", v, b, err)
+}
+
+// plainDecimal is how every report format writes a number.
+var plainDecimal = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?$`)
+
+// TestFloatsOneWay: AppendFloat writes every float in plain decimal
+// notation, never in exponent form, with the fewest digits that read back
+// exactly; NaN and infinities are null.
+func TestFloatsOneWay(t *testing.T) {
+	for _, tc := range []struct {
+		v    float64
+		want string
+	}{
+		{0, "0"}, {1, "1"}, {-3, "-3"}, {1.5, "1.5"}, {66432680, "66432680"},
+		{1.5318545936391562e+07, "15318545.936391562"}, {3.5e-4, "0.00035"}, {1e20, "100000000000000000000"},
+		{123456789012, "123456789012"}, {2.5e-9, "0.0000000025"},
+		{math.NaN(), "null"}, {math.Inf(-1), "null"},
+	} {
+		got := string(AppendFloat(nil, tc.v))
+		if got != tc.want {
+			t.Errorf("AppendFloat(%v) = %s, want %s", tc.v, got, tc.want)
 		}
+		if got == "null" {
+			continue
+		}
+		if back, err := strconv.ParseFloat(got, 64); err != nil || back != tc.v {
+			t.Errorf("AppendFloat(%v) = %s reads back as %v (%v)", tc.v, got, back, err)
+		}
+	}
+}
+
+// TestReportsWriteFloatsOneWay: in the JSON lines and CSV of a trace whose
+// windows are partial (rates with fractions, some large), every number is
+// in plain decimal notation, as AppendFloat writes it.
+func TestReportsWriteFloatsOneWay(t *testing.T) {
+	rs := handReports(t, &metrics.Config{Workers: 1, Host: "h", ElephantRate: 50e3, JitterRate: 10e3, Exact: true})
+	var jl, cv bytes.Buffer
+	js, cs := NewJSONLines(&jl), NewCSV(&cv)
+	for _, r := range rs {
+		if err := errors.Join(js.Write(r), cs.Write(r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fractions := 0
+	check := func(where, n string) {
+		if !plainDecimal.MatchString(n) {
+			t.Errorf("%s: number %s is not in plain decimal notation", where, n)
+		}
+		if strings.Contains(n, ".") {
+			fractions++
+		}
+	}
+	dec := json.NewDecoder(&jl)
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, ok := tok.(json.Number); ok {
+			check("JSON", n.String())
+		}
+	}
+	rows, err := csv.NewReader(&cv).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, row := range rows[1:] {
+		for j, cell := range row {
+			if _, err := strconv.ParseFloat(cell, 64); err == nil {
+				check(fmt.Sprintf("CSV row %d column %s", i+1, rows[0][j]), cell)
+			}
+		}
+	}
+	if fractions == 0 {
+		t.Error("no number with a fraction: the trace does not test the rule")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"math"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -181,8 +182,23 @@ func parsePage(t *testing.T, page []byte) pageJSON {
 	if err := json.Unmarshal([]byte(data[0]), &d); err != nil {
 		t.Fatalf("page data: %v", err)
 	}
+	// Every number is in plain decimal notation, as in the JSON lines.
+	dec := json.NewDecoder(strings.NewReader(data[0]))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		if n, ok := tok.(json.Number); ok && !plainDecimal.MatchString(n.String()) {
+			t.Errorf("page data: number %s is not in plain decimal notation", n)
+		}
+	}
 	return d
 }
+
+// plainDecimal is how every report format writes a number.
+var plainDecimal = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?$`)
 
 // voidElements have no end tag.
 var voidElements = map[string]bool{"meta": true, "br": true, "hr": true, "img": true, "input": true, "link": true}

@@ -8,13 +8,13 @@ import (
 	"fmt"
 	stdhtml "html"
 	"io"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/metrics/export"
 )
 
 // The page's parts. The vendored library is embedded as published.
@@ -91,7 +91,7 @@ func (s numbers) MarshalJSON() ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendNumber(b, v)
+		b = export.AppendFloat(b, v)
 	}
 	return append(b, ']'), nil
 }
@@ -103,21 +103,9 @@ type flowPointJS flowPoint
 func (s flowPointJS) MarshalJSON() ([]byte, error) {
 	b := strconv.AppendInt([]byte{'['}, int64(s.point), 10)
 	for _, v := range [...]float64{s.rate, s.delta, float64(s.cnp), float64(s.flags)} {
-		b = appendNumber(append(b, ','), v)
+		b = export.AppendFloat(append(b, ','), v)
 	}
 	return append(b, ']'), nil
-}
-
-// appendNumber appends v as a JSON number in the shortest form that reads
-// back exactly, or null for NaN.
-func appendNumber(b []byte, v float64) []byte {
-	switch {
-	case math.IsNaN(v) || math.IsInf(v, 0):
-		return append(b, "null"...)
-	case v == math.Trunc(v) && math.Abs(v) < 1e15:
-		return strconv.AppendInt(b, int64(v), 10)
-	}
-	return strconv.AppendFloat(b, v, 'g', -1, 64)
 }
 
 // data returns the page's figures.
