@@ -17,8 +17,9 @@ import (
 //
 //   - row: "window" or "flow";
 //   - window_start_ns, window_ns, host (hosts joined by spaces): every row;
-//   - src, dst, dqp, sqp (when known), sport, prev_rate_bps, elephant,
-//     jitter, estimated: flow rows;
+//   - src, dst, dqp, dqp_hex, sqp, sqp_hex (when known), sport,
+//     prev_rate_bps, elephant, jitter, estimated: flow rows; QPs in
+//     decimal, and in hex as Wireshark shows them;
 //   - rate_bps: bits/s of the flow, or of the whole window;
 //   - the per-flow counters of the JSON report (bytes, payload_bytes,
 //     packets, messages, cnp, ecn_ce, fecn, becn, retransmits, psn_gaps,
@@ -41,7 +42,7 @@ type CSV struct {
 func NewCSV(w io.Writer) *CSV { return &CSV{w: w} }
 
 // csvFlowHead are the columns of a flow's identity and rate.
-const csvFlowHead = "src,dst,dqp,sqp,sport,rate_bps,prev_rate_bps,elephant,jitter,estimated"
+const csvFlowHead = "src,dst,dqp,dqp_hex,sqp,sqp_hex,sport,rate_bps,prev_rate_bps,elephant,jitter,estimated"
 
 // windowCounterOf maps each per-flow counter to the index of the window
 // counter of the same name, or -1; windowOnly are the window counters no flow counter
@@ -91,7 +92,7 @@ func (c *CSV) Write(r *report.Report) error {
 	}
 	// The window row.
 	b = prefix(b, "window")
-	b = append(b, ",,,,,,"...) // src, dst, dqp, sqp, sport, then rate_bps
+	b = append(b, ",,,,,,,,"...) // src, dst, dqp, dqp_hex, sqp, sqp_hex, sport, then rate_bps
 	b = AppendFloat(b, float64(w.Counters[metrics.Bytes])*8*1e9/float64(w.Length))
 	b = append(b, ",,,,"...) // prev_rate_bps, elephant, jitter, estimated
 	for _, wc := range windowCounterOf {
@@ -113,9 +114,12 @@ func (c *CSV) Write(r *report.Report) error {
 		b = f.Key.Src.AppendTo(append(b, ','))
 		b = f.Key.Dst.AppendTo(append(b, ','))
 		b = strconv.AppendUint(append(b, ','), uint64(f.Key.DQP), 10)
-		b = append(b, ',')
+		b = AppendQP(append(b, ','), f.Key.DQP)
 		if f.SQPKnown {
-			b = strconv.AppendUint(b, uint64(f.SQP), 10)
+			b = strconv.AppendUint(append(b, ','), uint64(f.SQP), 10)
+			b = AppendQP(append(b, ','), f.SQP)
+		} else {
+			b = append(b, ",,"...)
 		}
 		b = strconv.AppendUint(append(b, ','), uint64(f.Sport), 10)
 		b = AppendFloat(append(b, ','), f.Rate)

@@ -3,6 +3,7 @@ package export
 import (
 	"bytes"
 	"encoding/csv"
+	"fmt"
 	"strconv"
 	"testing"
 
@@ -67,7 +68,12 @@ func TestCSVReadsBack(t *testing.T) {
 		flows := reportedFlows(r)
 		for i, f := range flows {
 			row := rows[1+i]
+			sqp, sqpHex := "", ""
+			if f.SQPKnown {
+				sqp, sqpHex = strconv.FormatUint(uint64(f.SQP), 10), fmt.Sprintf("0x%06x", f.SQP)
+			}
 			if cell(row, "row") != "flow" || cell(row, "src") != f.Key.Src.String() || cell(row, "dqp") != strconv.FormatUint(uint64(f.Key.DQP), 10) ||
+				cell(row, "dqp_hex") != fmt.Sprintf("0x%06x", f.Key.DQP) || cell(row, "sqp") != sqp || cell(row, "sqp_hex") != sqpHex ||
 				cell(row, "bytes") != strconv.FormatUint(f.C[metrics.FlowBytes], 10) || cell(row, "elephant") != strconv.FormatBool(f.Elephant) ||
 				cell(row, "roce_packets") != "" || cell(row, "flows") != "" {
 				t.Errorf("window %d flow %d: row %q does not match %+v", w.Start, i, row, f.Key)

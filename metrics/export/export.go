@@ -141,8 +141,10 @@ func AppendFlowJSON(b []byte, f *report.FlowReport) []byte {
 	o.text("src", f.Key.Src.AppendTo)
 	o.text("dst", f.Key.Dst.AppendTo)
 	o.uint("dqp", uint64(f.Key.DQP))
+	o.text("dqp_hex", func(b []byte) []byte { return AppendQP(b, f.Key.DQP) })
 	if f.SQPKnown {
 		o.uint("sqp", uint64(f.SQP))
+		o.text("sqp_hex", func(b []byte) []byte { return AppendQP(b, f.SQP) })
 	}
 	if f.Sport != 0 {
 		o.uint("sport", uint64(f.Sport))
@@ -177,6 +179,17 @@ func AppendFlowJSON(b []byte, f *report.FlowReport) []byte {
 	}
 	o.b = ops.close()
 	return o.close()
+}
+
+// AppendQP appends a QP number as Wireshark shows it and the table and
+// the HTML page print it: 0x and six hex digits (QPNs are 24 bits).
+func AppendQP(b []byte, qpn uint32) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '0', 'x')
+	for shift := 20; shift >= 0; shift -= 4 {
+		b = append(b, hex[qpn>>shift&15])
+	}
+	return b
 }
 
 // JSONLines writes one JSON object per window and line.

@@ -65,7 +65,7 @@ func TestReportJSONContract(t *testing.T) {
 	// the gap and the CE mark.
 	top := r0["top_flows"].([]any)[0].(map[string]any)
 	for k, want := range map[string]any{"src": "10.0.0.1", "dst": "10.0.0.2", "dqp": float64(0x200),
-		"sqp": float64(0x100), "cnp": 1.0, "retransmits": 1.0, "psn_gaps": 1.0, "ecn_ce": 1.0, "packets": 7.0} {
+		"sqp": float64(0x100), "dqp_hex": "0x000200", "sqp_hex": "0x000100", "cnp": 1.0, "retransmits": 1.0, "psn_gaps": 1.0, "ecn_ce": 1.0, "packets": 7.0} {
 		if diff := cmp.Diff(want, top[k]); diff != "" {
 			t.Errorf("top flow %s (-want +got): %s", k, diff)
 		}
@@ -112,6 +112,14 @@ func TestJSONString(t *testing.T) {
 		}
 		if got != want {
 			t.Errorf("appendJSONString(%q) reads back as %q", s, got)
+		}
+	}
+}
+
+func TestAppendQP(t *testing.T) {
+	for qpn, want := range map[uint32]string{0: "0x000000", 1: "0x000001", 0x4bdaaf: "0x4bdaaf", 0xffffff: "0xffffff"} {
+		if got := string(AppendQP(nil, qpn)); got != want {
+			t.Errorf("AppendQP(%#x) = %s, want %s", qpn, got, want)
 		}
 	}
 }

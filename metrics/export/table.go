@@ -269,12 +269,12 @@ func (t *Table) flows(r *report.Report) {
 	for _, f := range flows {
 		sqp := "-"
 		if f.SQPKnown {
-			sqp = fmt.Sprintf("0x%06x", f.SQP)
+			sqp = string(AppendQP(nil, f.SQP))
 		}
 		for i, c := range cols {
 			extra[i] = c.value(f)
 		}
-		row(f.Key.Src.String(), f.Key.Dst.String(), fmt.Sprintf("0x%06x", f.Key.DQP), sqp,
+		row(f.Key.Src.String(), f.Key.Dst.String(), string(AppendQP(nil, f.Key.DQP)), sqp,
 			FormatBytes(f.C[metrics.FlowBytes]), formatRate(f.Rate), flowFlags(f), extra)
 	}
 }
