@@ -1,10 +1,12 @@
 package export
 
 import (
+	"fmt"
 	"io"
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/metrics/report"
@@ -16,7 +18,8 @@ import (
 // the header; a column holds the same figure in every row that has it:
 //
 //   - row: "window" or "flow";
-//   - window_start_ns, window_ns, host (hosts joined by spaces): every row;
+//   - window_start_ns, window_start (RFC 3339, UTC), window_ns, host
+//     (hosts joined by spaces): every row;
 //   - src, dst, dqp, dqp_hex, sqp, sqp_hex (when known), sport,
 //     prev_rate_bps, elephant, jitter, estimated: flow rows; QPs in
 //     decimal, and in hex as Wireshark shows them;
@@ -29,7 +32,12 @@ import (
 //   - the window counters the flows do not have (roce_packets,
 //     other_packets, malformed_packets, truncated_packets, kernel_drops and
 //     the rest of the JSON report's counters), flows (the estimate),
-//     flows_tracked and exact: window rows.
+//     flows_tracked and exact, the READ and ACK latencies
+//     (read_latency_matched, read_latency_p50_ns, _p90_ns, _p99_ns,
+//     _p999_ns, _max_ns, then the same for ack_latency: the JSON's
+//     read_latency_ns and ack_latency_ns; no quantiles when none matched),
+//     and PFC per priority (pfc0_frames, pfc0_quanta, ... pfc7_quanta):
+//     window rows.
 //
 // Cells a row does not have are empty.
 type CSV struct {
@@ -43,6 +51,24 @@ func NewCSV(w io.Writer) *CSV { return &CSV{w: w} }
 
 // csvFlowHead are the columns of a flow's identity and rate.
 const csvFlowHead = "src,dst,dqp,dqp_hex,sqp,sqp_hex,sport,rate_bps,prev_rate_bps,elephant,jitter,estimated"
+
+// csvWindowTail are the columns after exact: latencies and PFC per
+// priority, in window rows only; csvFlowTail is the empty cells a flow row
+// has from the first window counter on.
+var csvWindowTail, csvFlowTail = csvTail()
+
+func csvTail() (head, empty string) {
+	for _, l := range []string{"read_latency", "ack_latency"} {
+		head += "," + l + "_matched"
+		for _, q := range []string{"p50", "p90", "p99", "p999", "max"} {
+			head += "," + l + "_" + q + "_ns"
+		}
+	}
+	for p := range 8 {
+		head += fmt.Sprintf(",pfc%d_frames,pfc%d_quanta", p, p)
+	}
+	return head, strings.Repeat(",", len(windowOnly)+3+strings.Count(head, ","))
+}
 
 // windowCounterOf maps each per-flow counter to the index of the window
 // counter of the same name, or -1; windowOnly are the window counters no flow counter
@@ -73,20 +99,24 @@ func (c *CSV) Write(r *report.Report) error {
 	b := c.buf[:0]
 	if !c.header {
 		c.header = true
-		b = append(b, "row,window_start_ns,window_ns,host,"+csvFlowHead...)
+		b = append(b, "row,window_start_ns,window_start,window_ns,host,"+csvFlowHead...)
 		for fc := range metrics.NumFlowCounters {
 			b = append(append(b, ','), metrics.FlowCounter(fc).String()...)
 		}
 		for _, wc := range windowOnly {
 			b = append(append(b, ','), wc.String()...)
 		}
-		b = append(b, ",flows,flows_tracked,exact\n"...)
+		b = append(b, ",flows,flows_tracked,exact"...)
+		b = append(b, csvWindowTail...)
+		b = append(b, '\n')
 	}
 	w := r.Window
 	host := strings.Join(w.Hosts, " ")
+	start := time.Unix(0, w.Start).UTC()
 	prefix := func(b []byte, row string) []byte {
 		b = append(b, row...)
 		b = strconv.AppendInt(append(b, ','), w.Start, 10)
+		b = start.AppendFormat(append(b, ','), time.RFC3339Nano)
 		b = strconv.AppendInt(append(b, ','), w.Length, 10)
 		return appendCSVField(append(b, ','), host)
 	}
@@ -107,6 +137,20 @@ func (c *CSV) Write(r *report.Report) error {
 	b = strconv.AppendUint(append(b, ','), uint64(math.Round(r.Flows.Value)), 10)
 	b = strconv.AppendInt(append(b, ','), int64(len(w.Flows)), 10)
 	b = strconv.AppendBool(append(b, ','), r.Exact)
+	for _, l := range [2]report.LatencySummary{r.ReadLatency, r.AckLatency} {
+		b = strconv.AppendUint(append(b, ','), l.Count, 10)
+		for _, q := range [...]float64{l.P50, l.P90, l.P99, l.P999, l.Max} {
+			b = append(b, ',')
+			if l.Count > 0 {
+				b = AppendFloat(b, q)
+			}
+		}
+	}
+	for p := range 8 {
+		frames, quanta := w.Counters.PFC(p)
+		b = strconv.AppendUint(append(b, ','), frames, 10)
+		b = strconv.AppendUint(append(b, ','), quanta, 10)
+	}
 	b = append(b, '\n')
 	// The flow rows.
 	for _, f := range reportedFlows(r) {
@@ -130,7 +174,7 @@ func (c *CSV) Write(r *report.Report) error {
 		for fc := range metrics.NumFlowCounters {
 			b = strconv.AppendUint(append(b, ','), f.C[fc], 10)
 		}
-		b = append(b, strings.Repeat(",", len(windowOnly)+3)...)
+		b = append(b, csvFlowTail...)
 		b = append(b, '\n')
 	}
 	c.buf = b

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/csv"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/rocescope/rocescope/metrics"
+	"github.com/rocescope/rocescope/metrics/report"
 )
 
 // TestCSVReadsBack parses the CSV of the hand-made trace with
@@ -60,6 +63,32 @@ func TestCSVReadsBack(t *testing.T) {
 		if got := cell(win, "window_start_ns"); got != strconv.FormatInt(w.Start, 10) {
 			t.Errorf("window_start_ns = %s, want %d", got, w.Start)
 		}
+		if got, want := cell(win, "window_start"), time.Unix(0, w.Start).UTC().Format(time.RFC3339Nano); got != want {
+			t.Errorf("window_start = %s, want %s", got, want)
+		}
+		for p := range 8 {
+			frames, quanta := w.Counters.PFC(p)
+			for name, want := range map[string]uint64{fmt.Sprintf("pfc%d_frames", p): frames, fmt.Sprintf("pfc%d_quanta", p): quanta} {
+				if got := cell(win, name); got != strconv.FormatUint(want, 10) {
+					t.Errorf("window %d %s = %q, want %d", w.Start, name, got, want)
+				}
+			}
+		}
+		for name, l := range map[string]report.LatencySummary{"read_latency": r.ReadLatency, "ack_latency": r.AckLatency} {
+			want := []string{strconv.FormatUint(l.Count, 10), "", "", "", "", ""}
+			if l.Count > 0 {
+				for i, q := range []float64{l.P50, l.P90, l.P99, l.P999, l.Max} {
+					want[1+i] = strconv.FormatFloat(q, 'f', -1, 64)
+				}
+			}
+			var got []string
+			for _, c := range []string{"_matched", "_p50_ns", "_p90_ns", "_p99_ns", "_p999_ns", "_max_ns"} {
+				got = append(got, cell(win, name+c))
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("window %d %s = %q, want %q", w.Start, name, got, want)
+			}
+		}
 		for _, empty := range []string{"src", "dqp", "elephant", "read_latency_count", "cnp_carried"} {
 			if cell(win, empty) != "" {
 				t.Errorf("window row has %s = %q", empty, cell(win, empty))
@@ -75,7 +104,8 @@ func TestCSVReadsBack(t *testing.T) {
 			if cell(row, "row") != "flow" || cell(row, "src") != f.Key.Src.String() || cell(row, "dqp") != strconv.FormatUint(uint64(f.Key.DQP), 10) ||
 				cell(row, "dqp_hex") != fmt.Sprintf("0x%06x", f.Key.DQP) || cell(row, "sqp") != sqp || cell(row, "sqp_hex") != sqpHex ||
 				cell(row, "bytes") != strconv.FormatUint(f.C[metrics.FlowBytes], 10) || cell(row, "elephant") != strconv.FormatBool(f.Elephant) ||
-				cell(row, "roce_packets") != "" || cell(row, "flows") != "" {
+				cell(row, "roce_packets") != "" || cell(row, "flows") != "" || cell(row, "pfc7_quanta") != "" || cell(row, "read_latency_matched") != "" ||
+				cell(row, "window_start") != cell(win, "window_start") {
 				t.Errorf("window %d flow %d: row %q does not match %+v", w.Start, i, row, f.Key)
 			}
 		}
