@@ -23,7 +23,8 @@ import (
 //   - src, dst, dqp, dqp_hex, sqp, sqp_hex (when known), sport,
 //     prev_rate_bps, elephant, jitter, estimated: flow rows; QPs in
 //     decimal, and in hex as Wireshark shows them;
-//   - rate_bps: bits/s of the flow, or of the whole window;
+//   - rate_bps: bits/s of the flow, or of the whole window, over the part
+//     of the window the input covered, as every rate;
 //   - the per-flow counters of the JSON report (bytes, payload_bytes,
 //     packets, messages, cnp, ecn_ce, fecn, becn, retransmits, psn_gaps,
 //     out_of_order, acks, naks, rnr_naks, and the latency sums and counts,
@@ -123,7 +124,7 @@ func (c *CSV) Write(r *report.Report) error {
 	// The window row.
 	b = prefix(b, "window")
 	b = append(b, ",,,,,,,,"...) // src, dst, dqp, dqp_hex, sqp, sqp_hex, sport, then rate_bps
-	b = AppendFloat(b, float64(w.Counters[metrics.Bytes])*8*1e9/float64(w.Length))
+	b = AppendFloat(b, float64(w.Counters[metrics.Bytes])*8/report.Seconds(w))
 	b = append(b, ",,,,"...) // prev_rate_bps, elephant, jitter, estimated
 	for _, wc := range windowCounterOf {
 		b = append(b, ',')
