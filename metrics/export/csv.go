@@ -17,7 +17,8 @@ import (
 // flows and the elephants and jitter flows beyond them). The first line is
 // the header; a column holds the same figure in every row that has it:
 //
-//   - row: "window" or "flow";
+//   - row: "window" or "flow" ("summary" instead of "window" for the
+//     report of a whole run, report.Summary);
 //   - window_start_ns, window_start (RFC 3339, UTC), window_ns, host
 //     (hosts joined by spaces): every row;
 //   - src, dst, dqp, dqp_hex, sqp, sqp_hex (when known), sport,
@@ -121,8 +122,12 @@ func (c *CSV) Write(r *report.Report) error {
 		b = strconv.AppendInt(append(b, ','), w.Length, 10)
 		return appendCSVField(append(b, ','), host)
 	}
-	// The window row.
-	b = prefix(b, "window")
+	// The window row, or the summary's.
+	if r.Summary > 0 {
+		b = prefix(b, "summary")
+	} else {
+		b = prefix(b, "window")
+	}
 	b = append(b, ",,,,,,,,"...) // src, dst, dqp, dqp_hex, sqp, sqp_hex, sport, then rate_bps
 	b = AppendFloat(b, float64(w.Counters[metrics.Bytes])*8/report.Seconds(w))
 	b = append(b, ",,,,"...) // prev_rate_bps, elephant, jitter, estimated

@@ -44,6 +44,10 @@ func AppendJSON(b []byte, r *report.Report) []byte {
 		o.b = appendJSONString(o.b, h)
 	}
 	o.b = append(o.b, ']')
+	if r.Summary > 0 {
+		o.bool("summary", true)
+		o.int("windows", int64(r.Summary))
+	}
 	for c := metrics.Counter(0); c < metrics.Counter(metrics.NumScalar); c++ {
 		o.uint(c.String(), w.Counters[c])
 	}

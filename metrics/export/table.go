@@ -60,9 +60,16 @@ func (t *Table) Write(r *report.Report) error {
 	c := &w.Counters
 	secs := report.Seconds(w)
 	t.buf = t.buf[:0]
+	label := "window"
 	head := []string{time.Unix(0, w.Start).UTC().Format(time.RFC3339Nano), time.Duration(w.Length).String()}
 	if cov := w.Covered(); cov > 0 && cov < w.Length {
 		head = append(head, "(partial: "+time.Duration(cov).Round(time.Microsecond).String()+" covered)")
+	}
+	if r.Summary > 0 {
+		label = "summary"
+		head = []string{fmt.Sprintf("of %d windows", r.Summary), time.Unix(0, w.Start).UTC().Format(time.RFC3339Nano),
+			"to " + time.Unix(0, w.Start+w.Length).UTC().Format(time.RFC3339Nano),
+			"(" + time.Duration(w.Covered()).Round(time.Microsecond).String() + " covered)"}
 	}
 	for i, h := range w.Hosts { // one item each, so that many hosts wrap
 		if i == 0 {
@@ -73,7 +80,7 @@ func (t *Table) Write(r *report.Report) error {
 		}
 		head = append(head, h)
 	}
-	t.fields("window", head...)
+	t.fields(label, head...)
 	t.fields("  throughput", formatRate(float64(c[metrics.Bytes])*8/secs), sig3(float64(c[metrics.Packets])/secs/1e6)+" Mpps",
 		u(c[metrics.Packets])+" packets", FormatBytes(c[metrics.Bytes]), "drops "+u(c[metrics.KernelDrops]))
 	t.fields("  frames:", "roce "+u(c[metrics.RoCEPackets]), "other "+u(c[metrics.OtherPackets]),

@@ -32,6 +32,9 @@ type Report struct {
 	// SketchError holds the sketches' measured error against the exact
 	// flow records (with Config.Exact and an exact window).
 	SketchError *SketchError
+	// Summary is, for the report of a [Summary], how many windows it adds
+	// up; 0 for the report of one window.
+	Summary int
 
 	cnp map[int32]uint64 // CNPs attributed to the window's flows, by position
 }
@@ -86,6 +89,9 @@ type Reporter struct {
 	cnp      map[int32]uint64 // CNPs attributed to a flow of the window being built, by position
 	maxPairs int
 	now      int64 // index of the window being built
+	// summing says that the windows are a Summary's: their flows carry
+	// the CNPs attributed to them already.
+	summing bool
 }
 
 // flowRate is a flow's rate in a window.
@@ -237,7 +243,11 @@ func (rp *Reporter) Build(w *metrics.Window) *Report {
 	if !hasPrev {
 		rp.prev = rp.prev[:0]
 	}
-	rp.attributeCNPs(w)
+	if rp.summing {
+		clear(rp.cnp)
+	} else {
+		rp.attributeCNPs(w)
+	}
 	r.CNPUnattributed = rp.cnp[unattributed]
 	if len(rp.cnp) > 0 {
 		r.cnp = maps.Clone(rp.cnp)
