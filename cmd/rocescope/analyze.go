@@ -58,6 +58,13 @@ func (a *analysis) run(ctx context.Context, e *env, sources []capture.Source) (e
 	if err != nil {
 		return err
 	}
+	out, closeSink, err := a.opts.wrap(sink, closeSink, &ecfg)
+	if err != nil {
+		return err
+	}
+	// The run's last line comes after the last report (the summary's,
+	// written when the sink closes) and once progress is erased.
+	defer func() { out.end(e.stderr, a.command(), err) }()
 	defer func() { err = errors.Join(err, closeSink()) }()
 	var states stateOutput
 	if a.opts.stateOut != "" {
@@ -93,7 +100,7 @@ func (a *analysis) run(ctx context.Context, e *env, sources []capture.Source) (e
 		if prom != nil {
 			prom.Update(r)
 		}
-		return sink.Write(r)
+		return out.Write(r)
 	})
 	if a.live && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		// A live capture ends by its context (--duration, or a signal)
@@ -101,6 +108,14 @@ func (a *analysis) run(ctx context.Context, e *env, sources []capture.Source) (e
 		err = nil
 	}
 	return err
+}
+
+// command returns the name of the command that runs the analysis.
+func (a *analysis) command() string {
+	if a.live {
+		return "capture"
+	}
+	return "replay"
 }
 
 // listenAddr binds a bare ":port" to the loopback address, so that metrics

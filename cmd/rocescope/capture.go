@@ -27,8 +27,11 @@ end plus --lateness has passed. Frames the kernel or the capture rings dropped
 are reported in each window as kernel_drops; nothing is dropped silently.
 The capture ends when --duration has passed or on an interrupt (Ctrl-C,
 SIGINT, SIGTERM, or SIGHUP when the terminal goes away): the open windows
-are then reported and the exit status is 0. Started with SIGHUP ignored
-(nohup, or a service), it goes on after a hang-up.
+are then reported, one line on standard error gives the frames, RoCE frames,
+kernel drops, windows and distinct flows of the whole capture, as tcpdump
+does, and the exit status is 0. Started with SIGHUP ignored (nohup, or a
+service), it goes on after a hang-up. With --summary the capture writes,
+when it ends, one report of all of it instead of one per window.
 
 Modes:
   afxdp     AF_XDP sockets, one per RX queue (--queues); an XDP program built
@@ -61,7 +64,8 @@ frames it removes are counted in filtered. The start-up line says which.
   sudo rocescope capture -i eth1 --all --prometheus :24791   # http://127.0.0.1:24791/metrics
   sudo rocescope capture -i eth1 -o ipfix://collector:4739 -o report.jsonl
   sudo rocescope capture -i eth1 'udp port 4791 and host 10.0.0.5'
-  sudo rocescope capture -i eth1 --mode afpacket --qp 0x4bdaaf --op read,ack`,
+  sudo rocescope capture -i eth1 --mode afpacket --qp 0x4bdaaf --op read,ack
+  sudo rocescope capture -i eth1 --duration 10m --summary --format table   # what the 10 minutes held`,
 		flags: func(fs *pflag.FlagSet) runner {
 			var o reportOptions
 			o.bind(fs)

@@ -111,6 +111,7 @@ type reportOptions struct {
 	workers      int
 	tableSize    int
 	exact        bool
+	summary      bool
 	host         string
 	format       string
 	outputs      []string // -o, each a file, - or a server URL; none means -
@@ -134,6 +135,7 @@ func (o *reportOptions) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "worker goroutines (flows are sharded by connection)")
 	fs.IntVar(&o.tableSize, "table-size", metrics.DefaultTableSize, "QP table capacity in flows, from --workers to 268435456; flows beyond it are counted by the sketches only")
 	fs.BoolVar(&o.exact, "exact", false, "list every flow and print the sketches' measured error next to their estimates")
+	fs.BoolVar(&o.summary, "summary", false, "write one report of the whole run, when it ends, instead of one per window: each counter, of the run and of each flow, is its sum over the windows (jsonl, csv or table)")
 	fs.StringVar(&o.host, "host", "", "host name written into reports and states: at most 128 bytes, printable, no spaces (default: this machine's name)")
 	fs.StringVar(&o.format, "format", "", "format of the file outputs: jsonl, csv, table or html (a self-contained page of charts; needs -o FILE) (default: the file's extension .jsonl, .json, .csv or .html, else table on a terminal and jsonl otherwise)")
 	fs.StringArrayVarP(&o.outputs, "output", "o", nil, "write reports to this file (- is standard output, the default), into ClickHouse (clickhouse://HOST:PORT/DATABASE) or to an IPFIX collector (ipfix://HOST:PORT over UDP, ipfix+tcp://HOST:PORT); repeat for several outputs")
@@ -187,6 +189,9 @@ func (o *reportOptions) check() error {
 		return err
 	}
 	if err := checkHost(o.host); err != nil {
+		return err
+	}
+	if err := o.checkSummary(); err != nil {
 		return err
 	}
 	switch o.format {

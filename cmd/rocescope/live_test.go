@@ -366,6 +366,12 @@ func runCapture(t *testing.T, p *netnstest.Pair, r liveRun, tr *liveTraffic) (re
 		t.Fatalf("%s did not exit\nstderr:\n%s", cmd, stderr)
 	}
 	t.Logf("%s\nstderr:\n%s", attached, stderr)
+	// On SIGINT as on --duration, the capture ends with the run's line,
+	// whose counts are the reports'.
+	sum, drops, _, _ := readReports(t, reports)
+	if _, f := lastWords(t, stderr.String()); f[0] != "capture" || f[1] != u(sum.frames) || f[2] != u(sum.roce) || f[3] != u(drops) {
+		t.Errorf("capture ends with %q; want %d frames, %d RoCE, %d dropped by kernel, as reported", f, sum.frames, sum.roce, drops)
+	}
 	if p.XDPAttached(t) {
 		t.Errorf("rocescope exited and left an XDP program on %s", p.IfB)
 	}

@@ -66,7 +66,12 @@ committed once a window's report is written, so a merger that stops, or
 whose partitions move to another, loses no window and reports none twice.
 On interrupt it emits the windows that are ready and leaves the others to
 the next run. With several mergers, jitter and prev_rate_bps are measured
-against the previous window each merger reported.`,
+against the previous window each merger reported.
+
+Merge ends with one line on standard error: the frames, RoCE frames and
+windows it reported, the distinct flows and the hosts. With --summary it
+writes one report of every window it merged, when it ends, instead of one
+per window.`,
 		example: `  rocescope merge hostA.states hostB.states
   rocescope merge --format csv -o fleet.csv /shared/states/
   rocescope merge --follow --hosts cap1,cap2,cap3 --timeout 5s /shared/states/
@@ -134,6 +139,9 @@ against the previous window each merger reported.`,
 					}
 					read.Growing = *follow
 					err = m.run(ctx, &fileInput{args: args, opts: read, follow: *follow, poll: *poll})
+				}
+				if m.out != nil {
+					m.out.end(e.stderr, "merge", err)
 				}
 				if errors.Is(err, metrics.ErrStateSize) {
 					return fmt.Errorf("%w (see --max-state-bytes)", err)
@@ -205,6 +213,7 @@ type merger struct {
 	hosts    map[string]bool     // every host seen
 	reporter *report.Reporter
 	sink     export.Sink
+	out      *runOutput // the sink, counting what it reports
 }
 
 // stateInput is where merge reads window states from: files and
@@ -251,7 +260,10 @@ func (m *merger) setup() (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.sink = sink
+	if m.out, closeSink, err = m.opts.wrap(sink, closeSink, cfg); err != nil {
+		return nil, err
+	}
+	m.sink = m.out
 	m.restart()
 	m.hosts = make(map[string]bool)
 	return closeSink, nil

@@ -23,12 +23,23 @@ replays are deterministic and hosts agree on window boundaries. Formats are
 recognized by their magic: classic pcap (µs or ns), pcapng, ibdump output
 (Ethernet or ERF link type) and gzip-compressed files.
 
+With --summary it writes one report of the whole run instead: each counter,
+of the run and of each flow, is its sum over the windows, rates are over the
+time the frames span, and the latency quantiles and distinct flows are those
+of the whole run. (A --window as long as the file is not the same: windows
+are aligned to multiples of their length since the epoch, so a 24h window
+still splits a trace that crosses midnight UTC.)
+
 Damaged files stop the replay with an error naming the file and byte offset;
 with --keep-going the damaged records are counted and the replay goes on.
+Every replay ends with one line on standard error, as tcpdump does: frames,
+RoCE frames, windows, distinct flows, the time the traffic spans, and how
+long the replay took.
 ` + filterHelp,
 		example: `  rocescope replay trace.pcap
   rocescope replay --window 100ms --elephant-rate 10G --top 50 a.pcap b.pcapng.gz
   rocescope replay --format csv -o flows.csv --exact trace.pcap
+  rocescope replay --summary --exact ibdump.pcap   # one report of the whole file, every QP
   rocescope replay --format html -o report.html trace.pcap   # charts, opens offline
   rocescope replay --state-out states/ trace.pcap   # then: rocescope merge states/*
   rocescope replay --host cap1 --state-out kafka://k1:9092/states -o clickhouse://ch1:8123/rocescope trace.pcap

@@ -82,10 +82,19 @@ func TestProgressOnlyOnTerminal(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		if errb.String() != "" {
-			t.Errorf("stderr not a terminal: got %q", errb.String())
-		}
+		// The run's line comes last, on standard error, once progress
+		// is erased.
 		got := screen.String()
+		if stderrTerm {
+			// after the erased progress line, on the same line
+			i := strings.LastIndex(got, eraseLine) + len(eraseLine)
+			if before, _ := lastWords(t, got[i:]); before != "" {
+				t.Errorf("stderr a terminal: got %q before the run's line", before)
+			}
+			got = got[:i]
+		} else if before, _ := lastWords(t, errb.String()); before != "" {
+			t.Errorf("stderr not a terminal: got %q before the run's line", before)
+		}
 		reports := 0
 		for i, piece := range strings.Split(got, eraseLine) {
 			switch {
