@@ -120,3 +120,36 @@ func TestReadmeFirstCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeSampleOutput: the README's sample of the second command's
+// output (on an 80-column terminal, on host vm) is what the command prints:
+// its lines before "..." begin the third window's table, and its lines
+// after it follow each other in that table.
+func TestReadmeSampleOutput(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(readme), "Its third window begins:\n\n```\n")
+	sample, _, ok2 := strings.Cut(after, "```\n")
+	head, tail, ok3 := strings.Cut(sample, "  ...\n")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("the README has no sample of the third window, with a line of ...")
+	}
+	t.Setenv("COLUMNS", "80")
+	code, out, stderr := runCLI(t, "replay", "--format", "table", "--host", "vm", "--elephant-rate", "4M", "--jitter-rate", "1M", "../../testdata/demo.pcap")
+	if code != 0 {
+		t.Fatalf("replay: exit %d: %s", code, stderr)
+	}
+	windows := strings.Split(out, "\n\n")
+	if len(windows) < 3 {
+		t.Fatalf("%d windows", len(windows))
+	}
+	third := windows[2] + "\n"
+	if !strings.HasPrefix(third, head) {
+		t.Errorf("the README's sample does not begin the third window (-README +replay):\n%s", cmp.Diff(head, third[:min(len(third), len(head))]))
+	}
+	if !strings.Contains(third, tail) {
+		t.Errorf("the README's sample after ... is not in the third window:\n%s\nwindow:\n%s", tail, third)
+	}
+}
