@@ -363,7 +363,13 @@ func expectedPage(t *testing.T, lines []map[string]any, maxPoints int64) (series
 			if m["estimated"] == true {
 				f.Estimated++
 			}
-			sample := [5]float64{p, num("rate_bps"), math.Abs(num("rate_bps") - num("prev_rate_bps")), num("cnp"), flags}
+			// A window without a previous one (the first, one after a
+			// gap) has no rate change: null in the page, 0 here.
+			var delta float64
+			if i > 0 && starts[i] == starts[i-1]+1 {
+				delta = math.Abs(num("rate_bps") - num("prev_rate_bps"))
+			}
+			sample := [5]float64{p, num("rate_bps"), delta, num("cnp"), flags}
 			if k := len(f.Samples) - 1; k >= 0 && f.Samples[k][0] == p {
 				s := &f.Samples[k]
 				s[1], s[2], s[3] = max(s[1], sample[1]), max(s[2], sample[2]), s[3]+sample[3]

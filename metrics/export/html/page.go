@@ -3,6 +3,7 @@ package html
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -75,7 +76,7 @@ type flowTrack struct {
 // flowPoint is a flow's figures in one point.
 type flowPoint struct {
 	point       int
-	rate, delta float64 // largest rate and rate change, bits/s
+	rate, delta float64 // largest rate and rate change, bits/s (absent: no window of the point had a previous one)
 	cnp         uint64
 	flags       uint8 // flagElephant, flagJitter
 }
@@ -118,6 +119,9 @@ func (p *Page) add(w window) error {
 		return fmt.Errorf("html: window at %d has length %d: %w", w.start, w.length, ErrOrder)
 	}
 	idx := w.start / w.length
+	// A window's rate change is from the window before it, when the page
+	// has it: the first window of a run, or one after a gap, has none.
+	hasPrev := p.windows > 0 && idx == p.last+1
 	if p.windows == 0 {
 		p.first, p.length = idx, w.length
 	} else if w.length != p.length || idx <= p.last {
@@ -145,7 +149,7 @@ func (p *Page) add(w window) error {
 	}
 	p.points[pt].add(&w.figures)
 	for i := range w.top {
-		p.track(&w.top[i], pt)
+		p.track(&w.top[i], pt, hasPrev)
 	}
 	return nil
 }
@@ -174,8 +178,9 @@ func (p *Page) halve() {
 	}
 }
 
-// track adds a flow of a window's top list to the charted flows.
-func (p *Page) track(s *flowSample, pt int) {
+// track adds a flow of a window's top list to the charted flows; its rate
+// change counts when the window has a previous one.
+func (p *Page) track(s *flowSample, pt int, hasPrev bool) {
 	i, ok := p.index[s.id]
 	if !ok {
 		if len(p.flows) < p.opts.MaxFlows {
@@ -221,7 +226,11 @@ func (p *Page) track(s *flowSample, pt int) {
 	if s.estimated {
 		f.estimated++
 	}
-	f.samples = appendPoint(f.samples, flowPoint{point: pt, rate: s.rate, delta: s.delta, cnp: s.cnp, flags: flags})
+	delta := absent
+	if hasPrev {
+		delta = s.delta
+	}
+	f.samples = appendPoint(f.samples, flowPoint{point: pt, rate: s.rate, delta: delta, cnp: s.cnp, flags: flags})
 }
 
 // appendPoint appends s to samples, or merges it into the last sample when
@@ -233,7 +242,9 @@ func appendPoint(samples []flowPoint, s flowPoint) []flowPoint {
 	}
 	x := &samples[k]
 	x.rate = max(x.rate, s.rate)
-	x.delta = max(x.delta, s.delta)
+	if math.IsNaN(x.delta) || s.delta > x.delta {
+		x.delta = s.delta // absent only when both are
+	}
 	x.cnp += s.cnp
 	x.flags |= s.flags
 	return samples

@@ -95,6 +95,44 @@ func TestPointsMergeInPairs(t *testing.T) {
 	}
 }
 
+// TestNoRateChangeWithoutAPreviousWindow: a flow's rate change is charted
+// from the window before, so the first window of a run, and a window after
+// a gap, have none (null in the page), whatever the report's prev_rate_bps
+// (0: the rate would plot as its own change); merged points keep the
+// change of the windows that have one.
+func TestNoRateChangeWithoutAPreviousWindow(t *testing.T) {
+	p := mustNewPage(t, nil)
+	a := func(rate, delta float64) flowSample {
+		f := flow("a", uint64(rate/8))
+		f.delta = delta
+		return f
+	}
+	for _, w := range []struct {
+		idx         int64
+		rate, delta float64
+	}{{10, 800, 800}, {11, 1600, 800}, {15, 2400, 2400}, {16, 800, 1600}} {
+		if err := p.add(testWindow(w.idx, 1, 0, a(w.rate, w.delta))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for _, s := range p.data().Flows[0].Samples {
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(b))
+	}
+	want := []string{"[0,800,null,0,0]", "[1,1600,800,0,0]", "[5,2400,null,0,0]", "[6,800,1600,0,0]"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("samples (-want +got):\n%s", diff)
+	}
+	p.halve() // points 0+1, 2+3 (none), 4+5, 6+7
+	if d := p.flows[0].samples; len(d) != 3 || d[0].delta != 800 || !math.IsNaN(d[1].delta) || d[2].delta != 1600 {
+		t.Errorf("after merging points in pairs: %+v; want changes 800, none, 1600", d)
+	}
+}
+
 // TestFlowCapKeepsTheLargest fills a page of two flows: a larger newcomer
 // replaces the smallest flow, a smaller one is left out.
 func TestFlowCapKeepsTheLargest(t *testing.T) {

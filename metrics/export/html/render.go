@@ -61,7 +61,9 @@ type pageData struct {
 }
 
 // flowData is one charted flow. Samples are [point, rate bits/s, rate
-// change bits/s, CNPs, flags] with the flags of flowPoint.
+// change bits/s, CNPs, flags] with the flags of flowPoint; the rate change
+// is null in a point whose windows have no previous window (the first of a
+// run, or one after a gap).
 type flowData struct {
 	Src         string        `json:"src"`
 	Dst         string        `json:"dst"`
