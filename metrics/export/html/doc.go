@@ -16,6 +16,19 @@
 // after the keys of the JSON lines report ("cnp", "pfc.3.frames",
 // "read_latency_ns.p99"), so that a program can read them back.
 //
+// # Charts
+//
+// The page's script (report.js) is a list of sections, each a function
+// that appends its cards; one chart function gives every chart the same
+// reading: a time axis in UTC, 24-hour time, whose step is chosen from the
+// width of its labels so that they never overlap (the date under the
+// first tick and where the day changes), value axes as wide as their
+// labels and in the unit their largest tick needs, small counts on their
+// own axis beside large ones, and a legend. A chart's div lists its series
+// (label, scale, colour) in its data-series attribute. The tests render
+// pages in headless Chromium and measure every label uPlot draws on the
+// canvases.
+//
 // # Bounded memory
 //
 // A Page keeps a fixed set of numbers per point, at most MaxPoints points
