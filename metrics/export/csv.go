@@ -1,6 +1,7 @@
 package export
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -190,6 +191,9 @@ func (c *CSV) Write(r *report.Report) error {
 
 // Flush implements Sink; rows are written by Write.
 func (c *CSV) Flush() error { return nil }
+
+// Sync implements Syncer: it fsyncs the file written to, if it is one.
+func (c *CSV) Sync(context.Context) error { return syncWriter(c.w) }
 
 // appendCSVField appends s, quoted when it holds a separator or a quote.
 func appendCSVField(b []byte, s string) []byte {

@@ -7,4 +7,10 @@
 // Write as soon as they are given it, so that a pipe or file shows a
 // window when it closes. [Prometheus] is safe for concurrent use (its HTTP
 // server reads what Update stored) and bounds the connections it holds.
+//
+// A sink that can make what it wrote durable is a [Syncer]: the text sinks
+// fsync the file they write to (and do nothing for a pipe or terminal),
+// the ClickHouse sink waits until its rows are inserted. [Sync] flushes a
+// sink and syncs it if it is one; a merge calls it before it acknowledges
+// the states of the windows written.
 package export

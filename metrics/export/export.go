@@ -1,10 +1,12 @@
 package export
 
 import (
+	"context"
 	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/metrics/report"
 	"io"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +24,33 @@ type Sink interface {
 	// Flush writes out anything a sink holds back until the run ends (the
 	// HTML page); the text sinks hold nothing back.
 	Flush() error
+}
+
+var _ = []Syncer{(*JSONLines)(nil), (*CSV)(nil), (*Table)(nil)}
+
+// Sync flushes s and, if s is a Syncer, makes what it wrote durable. A sink
+// that is not one (writing to a pipe or a terminal) has nothing more to do.
+func Sync(ctx context.Context, s Sink) error {
+	if err := s.Flush(); err != nil {
+		return err
+	}
+	if y, ok := s.(Syncer); ok {
+		return y.Sync(ctx)
+	}
+	return nil
+}
+
+// syncWriter makes what was written to w durable: it fsyncs w when w is a
+// regular file, and does nothing for pipes, terminals and other writers.
+func syncWriter(w io.Writer) error {
+	f, ok := w.(*os.File)
+	if !ok {
+		return nil
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return err
+	}
+	return f.Sync()
 }
 
 // AppendJSON appends the report as one JSON object (no newline), with the
@@ -214,6 +243,9 @@ func (j *JSONLines) Write(r *report.Report) error {
 
 // Flush implements Sink; JSON lines are written by Write.
 func (j *JSONLines) Flush() error { return nil }
+
+// Sync implements Syncer: it fsyncs the file written to, if it is one.
+func (j *JSONLines) Sync(context.Context) error { return syncWriter(j.w) }
 
 // reportedFlows returns the flows a report lists, each once: every flow
 // with Config.Exact, otherwise the top flows, then the elephants and jitter

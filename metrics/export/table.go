@@ -1,6 +1,7 @@
 package export
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -120,6 +121,9 @@ func (t *Table) Write(r *report.Report) error {
 
 // Flush implements Sink; tables are written by Write.
 func (t *Table) Flush() error { return nil }
+
+// Sync implements Syncer: it fsyncs the file written to, if it is one.
+func (t *Table) Sync(context.Context) error { return syncWriter(t.w) }
 
 // printf appends formatted text.
 func (t *Table) printf(format string, a ...any) { t.buf = fmt.Appendf(t.buf, format, a...) }

@@ -34,7 +34,11 @@
 // is appended to a spill file (JSONEachRow, one file per table, ready for
 // INSERT). New loads the spill files of an earlier run and sends them
 // first. A batch whose INSERT succeeded at the server but whose answer was
-// lost is sent again: rows may then be doubled, never lost.
+// lost is sent again: rows may then be doubled, never lost. [Sink.Sync]
+// (export.Syncer) queues the current batch and waits until every batch
+// queued is inserted (or, at Close, spilled and fsynced): while the server
+// is down it waits, so that a merge does not acknowledge windows whose
+// rows are only in memory.
 //
 // # Concurrency
 //

@@ -123,8 +123,9 @@ func (c *Config) withDefaults() Config {
 // batch is rows of some windows for both tables.
 type batch struct {
 	windows, flows []byte
-	n              int   // windows
-	bytes          int64 // of rows when queued
+	n              int    // windows
+	bytes          int64  // of rows when queued
+	seq            uint64 // its place in the queue, from 1
 }
 
 // Sink writes reports into ClickHouse; it implements export.Sink. See the
@@ -142,14 +143,21 @@ type Sink struct {
 	cancel context.CancelFunc
 	closed bool
 
+	seq uint64 // of the last batch queued
+
 	mu       sync.Mutex // guards what follows, shared with the sender
 	ready    bool       // the tables exist
 	inserted int        // windows inserted
 	spilled  int        // windows spilled
 	lastErr  error
+	sent     uint64        // seq of the last batch inserted or spilled by the sender
+	progress chan struct{} // closed, and made anew, when sent moves
 }
 
-var _ export.Sink = (*Sink)(nil)
+var (
+	_ export.Sink   = (*Sink)(nil)
+	_ export.Syncer = (*Sink)(nil)
+)
 
 // New returns a Sink writing into t. It does not wait for the server: the
 // database and tables are created before the first insert. Rows spilled by
@@ -161,7 +169,7 @@ func New(t *Target, cfg *Config) (*Sink, error) {
 	}
 	c := cfg.withDefaults()
 	s := &Sink{t: t, cfg: c, schema: sc, client: &http.Client{Timeout: c.Timeout},
-		cur: &batch{}, queue: make(chan *batch, c.Queue+1), done: make(chan struct{})}
+		cur: &batch{}, queue: make(chan *batch, c.Queue+1), done: make(chan struct{}), progress: make(chan struct{})}
 	s.stop, s.cancel = context.WithCancel(context.Background())
 	old, err := s.loadSpill()
 	if err != nil {
@@ -171,6 +179,8 @@ func New(t *Target, cfg *Config) (*Sink, error) {
 		// First in line, whatever its size: the queue has room for it.
 		old.bytes = int64(len(old.windows) + len(old.flows))
 		s.queued.Add(old.bytes)
+		s.seq++
+		old.seq = s.seq
 		s.queue <- old
 	}
 	go s.send()
@@ -209,12 +219,42 @@ func (s *Sink) enqueue(b *batch) error {
 		s.queued.Add(-b.bytes)
 		return s.spill(b)
 	}
+	b.seq = s.seq + 1
 	select {
 	case s.queue <- b:
+		s.seq++
 		return nil
 	default:
 		s.queued.Add(-b.bytes)
 		return s.spill(b)
+	}
+}
+
+// Sync implements export.Syncer: it queues the current batch and returns
+// once every batch queued is inserted, or spilled (by Close) and fsynced,
+// or ctx is done. While the server is down, it waits.
+func (s *Sink) Sync(ctx context.Context) error {
+	if err := s.Flush(); err != nil {
+		return err
+	}
+	for {
+		s.mu.Lock()
+		sent, progress := s.sent, s.progress
+		s.mu.Unlock()
+		if sent >= s.seq {
+			return nil
+		}
+		select {
+		case <-progress:
+		case <-ctx.Done():
+			s.mu.Lock()
+			lastErr := s.lastErr
+			s.mu.Unlock()
+			if lastErr != nil {
+				return fmt.Errorf("clickhouse %s: rows of %d batches not inserted (last error: %v): %w", s.t.Addr, s.seq-sent, lastErr, ctx.Err())
+			}
+			return fmt.Errorf("clickhouse %s: rows of %d batches not inserted yet: %w", s.t.Addr, s.seq-sent, ctx.Err())
+		}
 	}
 }
 
@@ -231,6 +271,7 @@ func (s *Sink) send() {
 // time is up, and then spills it.
 func (s *Sink) sendBatch(b *batch) {
 	defer s.queued.Add(-b.bytes)
+	defer s.sentBatch(b)
 	for wait := 100 * time.Millisecond; s.stop.Err() == nil; wait = min(2*wait, s.cfg.MaxBackoff) {
 		err := s.insert(b)
 		if err == nil {
@@ -248,6 +289,15 @@ func (s *Sink) sendBatch(b *batch) {
 		}
 	}
 	s.spill(b) // its error is in lastErr
+}
+
+// sentBatch records that b is inserted or spilled, for Sync.
+func (s *Sink) sentBatch(b *batch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sent = b.seq
+	close(s.progress)
+	s.progress = make(chan struct{})
 }
 
 // insert creates the tables if need be and inserts b, table by table; a
@@ -335,7 +385,7 @@ func (s *Sink) spill(b *batch) error {
 		f, err := os.OpenFile(s.spillPath(x.table), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err == nil {
 			_, err = f.Write(x.rows)
-			err = errors.Join(err, f.Close())
+			err = errors.Join(err, f.Sync(), f.Close())
 		}
 		if err != nil {
 			err = fmt.Errorf("clickhouse %s: spill %d windows of table %s: %w", s.t.Addr, b.n, x.table, err)

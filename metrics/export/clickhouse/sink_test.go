@@ -1,12 +1,17 @@
 package clickhouse
 
 import (
+	"context"
 	"errors"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -153,5 +158,62 @@ func TestQueueBound(t *testing.T) {
 	}
 	if n := strings.Count(string(data), "\n"); n != 3 {
 		t.Errorf("%d window rows spilled, want 3", n)
+	}
+}
+
+// TestSync: Sync returns once the rows written are in the database: while
+// the server fails every request it waits, until its context ends, and
+// says so; once the server takes them, it returns with every window
+// inserted.
+func TestSync(t *testing.T) {
+	var mu sync.Mutex
+	up, rows := false, 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !up {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(r.URL.Query().Get("query"), "INSERT INTO `d`.`windows`") {
+			rows += strings.Count(string(body), "\n")
+		}
+	}))
+	defer srv.Close()
+	s, err := New(&Target{Addr: srv.Listener.Addr().String(), Database: "d", Spill: filepath.Join(t.TempDir(), "spill")},
+		&Config{MaxBackoff: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 2 {
+		if err := s.Write(testReport(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := s.Sync(ctx); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "503") {
+		t.Errorf("Sync with the server failing: %v, want the deadline and the server's answer", err)
+	}
+	mu.Lock()
+	up = true
+	mu.Unlock()
+	for i, want := range []int{2, 3} {
+		if i > 0 {
+			if err := s.Write(testReport(2)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		got := rows
+		mu.Unlock()
+		if got != want || s.Stats().Inserted != want {
+			t.Errorf("after Sync %d: %d window rows received, %d inserted; want %d", i, got, s.Stats().Inserted, want)
+		}
 	}
 }
