@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
@@ -136,7 +134,7 @@ func (o *reportOptions) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&o.tableSize, "table-size", metrics.DefaultTableSize, "QP table capacity in flows, from --workers to 268435456; flows beyond it are counted by the sketches only")
 	fs.BoolVar(&o.exact, "exact", false, "list every flow and print the sketches' measured error next to their estimates")
 	fs.BoolVar(&o.summary, "summary", false, "write one report of the whole run, when it ends, instead of one per window: each counter, of the run and of each flow, is its sum over the windows (jsonl, csv or table)")
-	fs.StringVar(&o.host, "host", "", "host name written into reports and states: at most 128 bytes, printable, no spaces (default: this machine's name)")
+	fs.StringVar(&o.host, "host", "", "host name written into reports and states: at most 128 bytes, printable, no spaces or commas, not beginning with =, +, - or @ (default: this machine's name)")
 	fs.StringVar(&o.format, "format", "", "format of the file outputs: jsonl, csv, table or html (a self-contained page of charts; needs -o FILE) (default: the file's extension .jsonl, .json, .csv or .html, else table on a terminal and jsonl otherwise)")
 	fs.StringArrayVarP(&o.outputs, "output", "o", nil, "write reports to this file (- is standard output, the default), into ClickHouse (clickhouse://HOST:PORT/DATABASE) or to an IPFIX collector (ipfix://HOST:PORT over UDP, ipfix+tcp://HOST:PORT); repeat for several outputs")
 	fs.StringVar(&o.prometheus, "prometheus", "", "serve current totals on http://ADDR/metrics; \":24791\" binds 127.0.0.1:24791 only, so that the metrics are not exposed by accident; \"0.0.0.0:24791\" serves every interface")
@@ -203,19 +201,14 @@ func (o *reportOptions) check() error {
 	return err
 }
 
-// maxHost bounds the length of --host, which names state files.
-const maxHost = 128
-
-// checkHost validates --host: a name for reports and state files, of at
-// most maxHost bytes of printable characters other than spaces.
+// checkHost validates --host: a name for reports and state files (see
+// metrics.CheckHost), or empty for this machine's name.
 func checkHost(h string) error {
-	if len(h) > maxHost {
-		return usagef("--host: %d bytes, want at most %d", len(h), maxHost)
+	if h == "" {
+		return nil
 	}
-	for _, r := range h {
-		if !unicode.IsGraphic(r) || unicode.IsSpace(r) || r == utf8.RuneError {
-			return usagef("--host %q: want printable characters without spaces", h)
-		}
+	if err := metrics.CheckHost(h); err != nil {
+		return usagef("--host: %v", err)
 	}
 	return nil
 }

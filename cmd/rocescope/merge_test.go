@@ -1088,11 +1088,13 @@ func TestHostChecked(t *testing.T) {
 		code int
 		says string
 	}{
-		{[]string{"replay", "--host", long, "--state-out", states, trace}, 2, "--host: 300 bytes, want at most 128"},
-		{[]string{"capture", "-i", "no-such-if0", "--host", long, "--state-out", states}, 2, "--host: 300 bytes, want at most 128"},
-		{[]string{"replay", "--host", "cap 1", trace}, 2, `--host "cap 1": want printable characters without spaces`},
-		{[]string{"replay", "--host", "cap\n1", trace}, 2, `--host "cap\n1": want printable characters without spaces`},
-		{[]string{"replay", "--host", "cap\xff", trace}, 2, `--host "cap\xff": want printable characters without spaces`},
+		{[]string{"replay", "--host", long, "--state-out", states, trace}, 2, "--host: host name of 300 bytes, want at most 128"},
+		{[]string{"capture", "-i", "no-such-if0", "--host", long, "--state-out", states}, 2, "--host: host name of 300 bytes, want at most 128"},
+		{[]string{"replay", "--host", "cap 1", trace}, 2, `--host: host "cap 1": want printable characters without spaces or commas`},
+		{[]string{"replay", "--host", "cap\n1", trace}, 2, `--host: host "cap\n1": want printable characters without spaces or commas`},
+		{[]string{"replay", "--host", "cap\xff", trace}, 2, `--host: host "cap\xff": want printable characters without spaces or commas`},
+		{[]string{"replay", "--host", "cap,1", trace}, 2, `--host: host "cap,1": want printable characters without spaces or commas`},
+		{[]string{"replay", "--host", "=HYPERLINK(\"http://x\")", trace}, 2, `--host: host "=HYPERLINK(\"http://x\")": want a name that does not begin with =, +, - or @`},
 		// 128 bytes of '%' escape to a 384-byte file name.
 		{[]string{"replay", "--host", strings.Repeat("%", 128), "--state-out", states + "/", trace}, 1, "file name too long"},
 	} {

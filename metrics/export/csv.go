@@ -195,8 +195,13 @@ func (c *CSV) Flush() error { return nil }
 // Sync implements Syncer: it fsyncs the file written to, if it is one.
 func (c *CSV) Sync(context.Context) error { return syncWriter(c.w) }
 
-// appendCSVField appends s, quoted when it holds a separator or a quote.
+// appendCSVField appends s, quoted when it holds a separator or a quote,
+// and behind a ' when it begins like a spreadsheet formula (=, +, -, @, a
+// tab or a carriage return), so that a spreadsheet shows it as text.
 func appendCSVField(b []byte, s string) []byte {
+	if s != "" && strings.ContainsAny(s[:1], "=+-@\t\r") {
+		s = "'" + s
+	}
 	if !strings.ContainsAny(s, ",\"\n\r") {
 		return append(b, s...)
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/rocescope/rocescope/decode"
@@ -73,6 +74,7 @@ func (t *Table) Write(r *report.Report) error {
 			"(" + time.Duration(w.Covered()).Round(time.Microsecond).String() + " covered)"}
 	}
 	for i, h := range w.Hosts { // one item each, so that many hosts wrap
+		h = printable(h)
 		if i == 0 {
 			h = "host " + h
 		}
@@ -117,6 +119,18 @@ func (t *Table) Write(r *report.Report) error {
 	t.buf = append(t.buf, '\n')
 	_, err := t.w.Write(t.buf)
 	return err
+}
+
+// printable returns s, or s quoted with Go escapes when it holds a
+// character that is not printable or a space, so that a name from a state
+// cannot move the cursor or recolour a terminal.
+func printable(s string) string {
+	for _, r := range s {
+		if !unicode.IsGraphic(r) || unicode.IsSpace(r) || r == utf8.RuneError {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 // Flush implements Sink; tables are written by Write.
