@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/rocescope/rocescope/metrics"
 )
@@ -23,10 +25,14 @@ import (
 // closed (in window order but after a clock step back); with
 // --state-out DIR each window goes to DIR/<host>-<start ns>.rsstate, with
 // '%', '/', '\' and NUL in the host name escaped as %XX, written to a
-// temporary name and renamed, so that a reader following the directory
-// never sees half a file. The windows of segment n > 0 of a capture whose
-// clock stepped back, which may start where windows of an earlier segment
-// did, go to DIR/<host>-<start ns>.s<n>.rsstate.
+// temporary name and linked into place, so that a reader following the
+// directory never sees half a file. The windows of segment n > 0 of a
+// capture whose clock stepped back, which may start where windows of an
+// earlier segment did, go to DIR/<host>-<start ns>.s<n>.rsstate. A file is
+// never replaced: a run that finds its window's name taken (a capture
+// restarted within the window) names its file after itself,
+// DIR/<host>-<start ns>[.s<n>].r<run>.rsstate, the run being the time the
+// Writer was made (ns since the Unix epoch).
 
 // Ext is the extension of per-window state files.
 const Ext = ".rsstate"
@@ -42,6 +48,7 @@ type Writer struct {
 	f    *os.File
 	w    *bufio.Writer
 	host string
+	run  int64 // names the files of windows whose name an earlier run took
 	buf  []byte
 }
 
@@ -52,7 +59,7 @@ type Writer struct {
 // host name too long for a file name or a directory it may not write into
 // fails here, before a run, not at its first window.
 func NewWriter(path string, cfg *metrics.Config) (*Writer, error) {
-	sw := &Writer{host: cfg.Host}
+	sw := &Writer{host: cfg.Host, run: time.Now().UnixNano()}
 	if strings.HasSuffix(path, "/") || strings.HasSuffix(path, string(os.PathSeparator)) {
 		if err := os.MkdirAll(path, 0o755); err != nil {
 			return nil, fmt.Errorf("state: state output: %w", err)
@@ -60,7 +67,7 @@ func NewWriter(path string, cfg *metrics.Config) (*Writer, error) {
 	}
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		sw.dir = path
-		probe := sw.fileName(math.MinInt64, math.MaxUint32) + ".tmp"
+		probe := sw.fileName(math.MinInt64, math.MaxUint32, sw.run) + ".tmp"
 		f, err := os.OpenFile(probe, os.O_WRONLY|os.O_CREATE, 0o644)
 		if err != nil {
 			return nil, fmt.Errorf("state: state output: %w", err)
@@ -95,25 +102,51 @@ func (sw *Writer) Write(w *metrics.Window) error {
 		}
 		return nil
 	}
-	name := sw.fileName(w.Start, w.Segment)
-	tmp := name + ".tmp"
+	name := sw.fileName(w.Start, w.Segment, 0)
+	tmp := sw.fileName(w.Start, w.Segment, sw.run) + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return fmt.Errorf("state: write state: %w", err)
 	}
-	if err := os.Rename(tmp, name); err != nil {
+	err = placeFile(tmp, name)
+	if errors.Is(err, fs.ErrExist) {
+		err = placeFile(tmp, sw.fileName(w.Start, w.Segment, sw.run))
+	}
+	if err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("state: write state: %w", err)
 	}
 	return nil
 }
 
-// fileName returns the name of the state file of the window at start of
-// a segment.
-func (sw *Writer) fileName(start int64, segment uint32) string {
-	seg := ""
-	if segment > 0 {
-		seg = fmt.Sprintf(".s%d", segment)
+// placeFile gives the file tmp the name name, unless a file has it
+// (fs.ErrExist): a hard link, then tmp's removal, so that a file a merger
+// may have read is never replaced. Where the file system has no hard
+// links, a rename where no file is seen.
+func placeFile(tmp, name string) error {
+	err := os.Link(tmp, name)
+	switch {
+	case err == nil:
+		return os.Remove(tmp)
+	case errors.Is(err, fs.ErrExist):
+		return err
 	}
-	return filepath.Join(sw.dir, fmt.Sprintf("%s-%d%s%s", fileNameEscaper.Replace(sw.host), start, seg, Ext))
+	if _, err := os.Lstat(name); err == nil {
+		return fs.ErrExist
+	}
+	return os.Rename(tmp, name)
+}
+
+// fileName returns the name of the state file of the window at start of
+// a segment, of the run run if it is not 0.
+func (sw *Writer) fileName(start int64, segment uint32, run int64) string {
+	var suffix string
+	if segment > 0 {
+		suffix = fmt.Sprintf(".s%d", segment)
+	}
+	if run != 0 {
+		suffix += fmt.Sprintf(".r%d", run)
+	}
+	return filepath.Join(sw.dir, fmt.Sprintf("%s-%d%s%s", fileNameEscaper.Replace(sw.host), start, suffix, Ext))
 }
 
 // fileNameEscaper makes a host name usable in a file name. It is
@@ -178,6 +211,13 @@ func NewReader(r io.Reader, name string, opts *ReadOptions) *Reader {
 		sr.opts = *opts
 	}
 	return sr
+}
+
+// Reset makes sr read the states of r from its start, as a new Reader
+// would, keeping its state buffer: a reader of many small streams (one
+// record each) reuses one Reader, also after an error.
+func (sr *Reader) Reset(r io.Reader) {
+	sr.r, sr.off, sr.nhead = r, 0, 0
 }
 
 // Open reads the state file path from offset off, which must be where a

@@ -13,9 +13,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rocescope/rocescope/capture"
 )
@@ -323,14 +325,68 @@ func TestStateWriterChecksNames(t *testing.T) {
 	if !errors.Is(err, syscall.ENAMETOOLONG) || !strings.HasPrefix(err.Error(), "state: state output: open "+dir) {
 		t.Errorf("300-byte host: %v, want ENAMETOOLONG naming the file", err)
 	}
-	sw, err := NewWriter(dir, &metrics.Config{Host: strings.Repeat("h", 200)})
+	sw, err := NewWriter(dir, &metrics.Config{Host: strings.Repeat("h", 180)})
 	if err != nil {
-		t.Fatalf("200-byte host: %v", err)
+		t.Fatalf("180-byte host: %v", err)
 	}
 	if err := sw.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("the directory holds %d files after the check, want none", len(ents))
+	}
+}
+
+// TestStateWriterKeepsEarlierRuns: writers of one host into one directory,
+// one after another (a capture restarted), that write the same window
+// never replace a file: the first keeps its name, the later ones name
+// theirs after their run, and every file holds the state written.
+func TestStateWriterKeepsEarlierRuns(t *testing.T) {
+	dir := t.TempDir()
+	w := hostWindows(t, "a", 0, &metrics.Config{Workers: 1})[0]
+	var want [][]byte
+	for run := range 3 {
+		c := at(t, w, "a", w.Start)
+		c.Counters[metrics.Packets] += uint64(run) // a state of its own
+		sw, err := NewWriter(dir, &metrics.Config{Host: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := errors.Join(sw.Write(c), sw.Close()); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, encodeWindow(t, c))
+		time.Sleep(time.Millisecond) // runs are named by their start in ns
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*"))
+	if err != nil || len(files) != 3 {
+		t.Fatalf("files %q (%v), want 3", files, err)
+	}
+	plain := filepath.Join(dir, fmt.Sprintf("a-%d%s", w.Start, Ext))
+	for _, f := range files {
+		if f != plain && !strings.HasPrefix(f, strings.TrimSuffix(plain, Ext)+".r") {
+			t.Errorf("file %s: want %s, and names with a run", f, plain)
+		}
+	}
+	if !slices.Contains(files, plain) {
+		t.Errorf("files %q: the first run's %s is gone", files, plain)
+	}
+	var got [][]byte
+	for _, f := range files {
+		sr, err := Open(context.Background(), f, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var x metrics.Window
+		if err := sr.Next(&x); err != nil {
+			t.Fatal(err)
+		}
+		sr.Close()
+		got = append(got, encodeWindow(t, &x))
+	}
+	slices.SortFunc(got, bytes.Compare)
+	slices.SortFunc(want, bytes.Compare)
+	if !slices.EqualFunc(got, want, bytes.Equal) {
+		t.Error("the files do not hold the three states written")
 	}
 }

@@ -157,6 +157,19 @@ func TestMergerRefuses(t *testing.T) {
 	})
 }
 
+// at returns a copy of w moved to the window that starts at start, of
+// host.
+func at(t *testing.T, w *metrics.Window, host string, start int64) *metrics.Window {
+	t.Helper()
+	var c metrics.Window
+	if err := c.UnmarshalBinary(encodeWindow(t, w)); err != nil {
+		t.Fatal(err)
+	}
+	c.From, c.To, c.Start = c.From-c.Start+start, c.To-c.Start+start, start
+	c.Hosts = []string{host}
+	return &c
+}
+
 // encodeWindow returns the state encoding of w.
 func encodeWindow(tb testing.TB, w *metrics.Window) []byte {
 	tb.Helper()
