@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/rocescope/rocescope/decode"
@@ -13,6 +14,12 @@ import (
 // ErrMismatch is wrapped by Merge errors: windows of different start,
 // length or sketch configuration.
 var ErrMismatch = errors.New("windows do not match")
+
+// NoWindow is a window start before every window a state can hold: the
+// engine's windows start within ±(2^63-1) ns, rounded towards zero to a
+// multiple of their length, so never at math.MinInt64. A merger that has
+// taken no window yet stands at NoWindow.
+const NoWindow int64 = math.MinInt64
 
 // Window is the complete, mergeable state of one window: exact counters,
 // the exact records of the flows the QP tables held, and the sketches. The

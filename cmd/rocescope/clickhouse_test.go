@@ -165,7 +165,9 @@ func TestKafkaToClickHouse(t *testing.T) {
 	for i, part := range parts {
 		mustRunInProcess(t, append(append([]string{"replay", "--workers", "2", "--format", "jsonl", "--host", fmt.Sprintf("h%d", i), "--state-out", url}, mergeRates...), part)...)
 	}
-	mustRunInProcess(t, append(append([]string{"merge", "-o", fmt.Sprintf("clickhouse://%s/fleet?spill=%s", addr, filepath.Join(dir, "spill"))}, mergeRates...), url)...)
+	// The hosts' states are in the topic one host after another: --hosts
+	// has the merge wait for all three, not take the first for all.
+	mustRunInProcess(t, append(append([]string{"merge", "--hosts", "h0,h1,h2", "-o", fmt.Sprintf("clickhouse://%s/fleet?spill=%s", addr, filepath.Join(dir, "spill"))}, mergeRates...), url)...)
 	got := selectRows(t, addr, "SELECT * FROM fleet.windows ORDER BY window_start_ns FORMAT JSONEachRow")
 	if len(got) != len(want) {
 		t.Fatalf("%d rows in windows, want %d", len(got), len(want))

@@ -127,7 +127,11 @@ func TestKafkaMergeEqualsFiles(t *testing.T) {
 	dir := t.TempDir()
 	parts, _ := writeSplitTrace(t, dir, kafkaTrace(), 3, byConnection(3))
 	dirs, _ := splitRun(t, dir, parts)
-	want := mustRunInProcess(t, append(append([]string{"merge", "--exact", "--format", "jsonl"}, mergeRates...), dirs...)...)
+	// The hosts replay one after another, each a trace of 8 windows: with
+	// --hosts, a window waits for all three while the merge reads the
+	// backlog, up to --timeout (10 windows) past it.
+	hosts := []string{"--hosts", "h0,h1,h2"}
+	want := mustRunInProcess(t, slices.Concat([]string{"merge", "--exact", "--format", "jsonl"}, hosts, mergeRates, dirs)...)
 	windows := strings.Count(want, "\n")
 	if windows != 8 {
 		t.Fatalf("file merge wrote %d windows, want 8", windows)
@@ -146,7 +150,7 @@ func TestKafkaMergeEqualsFiles(t *testing.T) {
 	if want := "the limit is 1000: state too large: invalid window state (see --max-state-bytes)"; code != 1 || !strings.Contains(errOut, want) {
 		t.Errorf("merge --max-state-bytes 1000 of the topic: exit status %d, stderr %q; want 1 saying %q", code, errOut, want)
 	}
-	got := mustRunInProcess(t, append(append([]string{"merge", "--exact", "--format", "jsonl"}, mergeRates...), url)...)
+	got := mustRunInProcess(t, slices.Concat([]string{"merge", "--exact", "--format", "jsonl"}, hosts, mergeRates, []string{url})...)
 	if got != want {
 		t.Errorf("merge of the topic differs from the merge of the files (-files +kafka):\n%s", cmp.Diff(want, got))
 	}
@@ -160,7 +164,7 @@ func TestKafkaMergeEqualsFiles(t *testing.T) {
 			t.Errorf("window %d: merge of the topic differs from one host replaying the whole trace (-whole +kafka):\n%s", i, diff)
 		}
 	}
-	if again := mustRunInProcess(t, append(append([]string{"merge", "--exact", "--format", "jsonl"}, mergeRates...), url)...); again != "" {
+	if again := mustRunInProcess(t, slices.Concat([]string{"merge", "--exact", "--format", "jsonl"}, hosts, mergeRates, []string{url})...); again != "" {
 		t.Errorf("a second merge of the group reported again:\n%s", again)
 	}
 }

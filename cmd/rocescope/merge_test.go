@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/pflag"
 
 	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/capture/file"
@@ -27,7 +26,6 @@ import (
 	"github.com/rocescope/rocescope/decode"
 	"github.com/rocescope/rocescope/internal/testfifo"
 	"github.com/rocescope/rocescope/metrics"
-	"github.com/rocescope/rocescope/metrics/report"
 	"github.com/rocescope/rocescope/metrics/state"
 )
 
@@ -880,11 +878,16 @@ func TestMergeFollow(t *testing.T) {
 		}
 		return d
 	}
-	// once returns the reports of a one-shot merge of states.
-	once := func(t *testing.T, states ...string) []string {
+	// once returns the reports of a one-shot merge of states that expects
+	// hosts (a comma-separated list, or none).
+	once := func(t *testing.T, hosts string, states ...string) []string {
 		d := newDir(t)
 		deliver(t, d, states...)
-		out := mustRunInProcess(t, append(append([]string{"merge", "--format", "jsonl"}, mergeRates...), d)...)
+		args := append([]string{"merge", "--format", "jsonl"}, mergeRates...)
+		if hosts != "" {
+			args = append(args, "--hosts", hosts)
+		}
+		out := mustRunInProcess(t, append(args, d)...)
 		return strings.SplitAfter(out, "\n")[:strings.Count(out, "\n")]
 	}
 	follow := func(t *testing.T, d string, flags ...string) *follower {
@@ -912,7 +915,7 @@ func TestMergeFollow(t *testing.T) {
 		if code := f.stop(); code != 0 {
 			t.Fatalf("exit status %d after cancel: %s", code, f.stderr.String())
 		}
-		want := once(t, a[0], b[0], a[1], b[1], a[2])
+		want := once(t, "hA,hB", a[0], b[0], a[1], b[1], a[2])
 		if diff := cmp.Diff(want, f.stdout.lines()); diff != "" {
 			t.Errorf("reports (-one-shot merge +follow):\n%s", diff)
 		}
@@ -942,7 +945,7 @@ func TestMergeFollow(t *testing.T) {
 		if code := run(ctx, &env{stdin: strings.NewReader(""), stdout: stdout, stderr: &stderr}, args); code != 0 {
 			t.Fatalf("exit status %d: %s", code, stderr.String())
 		}
-		if diff := cmp.Diff(once(t, a[0], b[0], a[1]), stdout.lines()); diff != "" {
+		if diff := cmp.Diff(once(t, "hA,hB", a[0], b[0], a[1]), stdout.lines()); diff != "" {
 			t.Errorf("reports (-one-shot merge +follow):\n%s", diff)
 		}
 	})
@@ -962,7 +965,7 @@ func TestMergeFollow(t *testing.T) {
 		if code := f.stop(); code != 0 {
 			t.Fatalf("exit status %d after cancel: %s", code, f.stderr.String())
 		}
-		want := once(t, a[0], a[1], b[1])
+		want := once(t, "hA,hB", a[0], a[1], b[1])
 		if diff := cmp.Diff(want, f.stdout.lines()); diff != "" {
 			t.Errorf("reports (-one-shot merge +follow):\n%s", diff)
 		}
@@ -976,7 +979,7 @@ func TestMergeFollow(t *testing.T) {
 		if code := f.stop(); code != 0 {
 			t.Fatalf("exit status %d after cancel: %s", code, f.stderr.String())
 		}
-		if diff := cmp.Diff(once(t, a...), f.stdout.lines()); diff != "" {
+		if diff := cmp.Diff(once(t, "hA", a...), f.stdout.lines()); diff != "" {
 			t.Errorf("reports (-one-shot merge +follow):\n%s", diff)
 		}
 	})
@@ -1018,10 +1021,11 @@ func TestMergeFollow(t *testing.T) {
 		if code := f.stop(); code != 0 {
 			t.Fatalf("exit status %d after cancel: %s", code, f.stderr.String())
 		}
-		if diff := cmp.Diff(once(t, a[0], b[0]), f.stdout.lines()); diff != "" {
+		if diff := cmp.Diff(once(t, "hA,hB", a[0], b[0]), f.stdout.lines()); diff != "" {
 			t.Errorf("reports (-one-shot merge +follow):\n%s", diff)
 		}
-		want := fmt.Sprintf("rocescope merge: state: %s: not a regular file (p---------); skipped\n", fifo)
+		want := fmt.Sprintf("rocescope merge: state: %s: not a regular file (p---------); skipped\n"+
+			"rocescope merge: 1 windows reported; states skipped: 1 not readable or not mergeable\n", fifo)
 		if got, _ := lastWords(t, f.stderr.String()); got != want {
 			t.Errorf("stderr %q, want %q", got, want)
 		}
@@ -1040,7 +1044,7 @@ func TestMergeFollow(t *testing.T) {
 		if code := f.stop(); code != 0 {
 			t.Fatalf("exit status %d after cancel: %s", code, f.stderr.String())
 		}
-		want := once(t, a[0], b[0], a[1], b[1])
+		want := once(t, "", a[0], b[0], a[1], b[1])
 		if diff := cmp.Diff(want, f.stdout.lines()); diff != "" {
 			t.Errorf("reports (-one-shot merge +follow):\n%s", diff)
 		}
@@ -1095,6 +1099,7 @@ func TestHostChecked(t *testing.T) {
 		{[]string{"replay", "--host", "cap\xff", trace}, 2, `--host: host "cap\xff": want printable characters without spaces or commas`},
 		{[]string{"replay", "--host", "cap,1", trace}, 2, `--host: host "cap,1": want printable characters without spaces or commas`},
 		{[]string{"replay", "--host", "=HYPERLINK(\"http://x\")", trace}, 2, `--host: host "=HYPERLINK(\"http://x\")": want a name that does not begin with =, +, - or @`},
+		{[]string{"merge", "--hosts", "a,-b", trace}, 2, `--hosts: host "-b": want a name that does not begin with =, +, - or @`},
 		// 128 bytes of '%' escape to a 384-byte file name.
 		{[]string{"replay", "--host", strings.Repeat("%", 128), "--state-out", states + "/", trace}, 1, "file name too long"},
 	} {
@@ -1117,57 +1122,5 @@ func TestMergeMaxStateBytesFlag(t *testing.T) {
 		if want := fmt.Sprintf("--max-state-bytes %s: want more than 0", v); code != 2 || !strings.Contains(errOut, want) {
 			t.Errorf("--max-state-bytes %s: exit status %d, stderr %q; want 2 saying %q", v, code, errOut, want)
 		}
-	}
-}
-
-// pendingSink records, at each report written, how many windows the merger
-// holds.
-type pendingSink struct {
-	m       *merger
-	reports int
-	most    int // most windows pending at a Write
-}
-
-func (s *pendingSink) Write(*report.Report) error {
-	s.reports++
-	s.most = max(s.most, len(s.m.merged.Pending()))
-	return nil
-}
-
-func (*pendingSink) Flush() error { return nil }
-
-// TestMergeFileInputStreams: the file input of the one merge loop emits
-// each window as soon as every file is past it, within the Read, so that a
-// merge of two hosts' files of 30 windows each never holds more than the
-// window being merged, whichever of the two transports' loops it runs in.
-func TestMergeFileInputStreams(t *testing.T) {
-	dir := t.TempDir()
-	trace, _ := genTrace(t, dir, "--duration", "30s")
-	var files []string
-	for _, h := range []string{"h1", "h2"} {
-		f := filepath.Join(dir, h+state.Ext)
-		mustRunInProcess(t, "replay", "--format", "jsonl", "--window", "1s", "--host", h, "--state-out", f, trace)
-		files = append(files, f)
-	}
-	var o reportOptions
-	o.bind(pflag.NewFlagSet("merge", pflag.ContinueOnError))
-	o.outputs = []string{filepath.Join(dir, "unused.jsonl")}
-	m := &merger{opts: &o, e: &env{stderr: io.Discard}}
-	closeSink, err := m.setup()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeSink()
-	sink := &pendingSink{m: m}
-	m.sink = sink
-	in := &fileInput{args: files}
-	if st, err := in.Read(context.Background(), m); st != inputEnd || err != nil {
-		t.Fatalf("Read: %v, %v; want inputEnd, nil", st, err)
-	}
-	if sink.reports < 30 || sink.most > 1 {
-		t.Errorf("Read wrote %d reports, holding up to %d windows at a write; want at least 30, holding at most 1", sink.reports, sink.most)
-	}
-	if p := m.merged.Pending(); len(p) != 0 {
-		t.Errorf("windows %v pending after the Read; want every window emitted", p)
 	}
 }

@@ -33,7 +33,10 @@ type runOutput struct {
 	distinct *sketch.Distinct // the union of the windows' distinct flows
 }
 
-var _ export.Sink = (*runOutput)(nil)
+var (
+	_ export.Sink   = (*runOutput)(nil)
+	_ export.Syncer = (*runOutput)(nil)
+)
 
 // wrap wraps sink, whose close function is closeSink, for a run whose
 // windows cfg makes: it returns the run's output and the function that
@@ -121,6 +124,9 @@ func (out *runOutput) addFlows(w *metrics.Window) error {
 
 // Flush flushes the sink.
 func (out *runOutput) Flush() error { return out.sink.Flush() }
+
+// Sync makes durable what the sink wrote (export.Syncer).
+func (out *runOutput) Sync(ctx context.Context) error { return export.Sync(ctx, out.sink) }
 
 // writeSummary writes the report of the whole run, with --summary, when
 // the run reported a window.

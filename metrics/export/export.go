@@ -65,14 +65,11 @@ func AppendJSON(b []byte, r *report.Report) []byte {
 	o.string("window_start", time.Unix(0, w.Start).UTC().Format(time.RFC3339Nano))
 	o.string("host", strings.Join(w.Hosts, ","))
 	o.key("hosts")
-	o.b = append(o.b, '[')
-	for i, h := range w.Hosts {
-		if i > 0 {
-			o.b = append(o.b, ',')
-		}
-		o.b = appendJSONString(o.b, h)
+	o.b = appendJSONStrings(o.b, w.Hosts)
+	if len(r.MissingHosts) > 0 {
+		o.key("missing_hosts")
+		o.b = appendJSONStrings(o.b, r.MissingHosts)
 	}
-	o.b = append(o.b, ']')
 	if r.Summary > 0 {
 		o.bool("summary", true)
 		o.int("windows", int64(r.Summary))
@@ -135,6 +132,18 @@ func AppendJSON(b []byte, r *report.Report) []byte {
 		o.b = x.close()
 	}
 	return o.close()
+}
+
+// appendJSONStrings appends ss as a JSON array of strings.
+func appendJSONStrings(b []byte, ss []string) []byte {
+	b = append(b, '[')
+	for i, s := range ss {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, s)
+	}
+	return append(b, ']')
 }
 
 // appendSparse appends the non-zero entries of counts as a JSON object

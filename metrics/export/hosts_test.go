@@ -13,10 +13,11 @@ import (
 
 // TestHostNamesEscaped: host names that reach a sink unchecked (merge
 // refuses them, but a library caller may not) cannot become a spreadsheet
-// formula in CSV nor terminal control sequences in the table.
+// formula in CSV nor terminal control sequences in the table; the hosts a
+// merge lacked are listed in JSON (missing_hosts) and in the table.
 func TestHostNamesEscaped(t *testing.T) {
 	hosts := []string{`=HYPERLINK("http://example.com/")`, "\x1b[2Jx"}
-	r := &report.Report{Window: &metrics.Window{Start: 1_700_000_000e9, Length: 1e9, Hosts: hosts}}
+	r := &report.Report{Window: &metrics.Window{Start: 1_700_000_000e9, Length: 1e9, Hosts: hosts}, MissingHosts: []string{"c", "d"}}
 
 	var out bytes.Buffer
 	if err := NewCSV(&out).Write(r); err != nil {
@@ -36,7 +37,11 @@ func TestHostNamesEscaped(t *testing.T) {
 		t.Fatal(err)
 	}
 	head := strings.SplitN(out.String(), "\n", 2)[0]
-	if strings.ContainsRune(out.String(), '\x1b') || !strings.Contains(head, `"\x1b[2Jx"`) {
-		t.Errorf("table header %q: want the escape sequence quoted", head)
+	if strings.ContainsRune(out.String(), '\x1b') || !strings.Contains(head, `"\x1b[2Jx"`) || !strings.HasSuffix(head, "missing c,d") {
+		t.Errorf("table header %q: want the escape sequence quoted, and the missing hosts", head)
+	}
+
+	if got := string(AppendJSON(nil, r)); !strings.Contains(got, `"hosts":["=HYPERLINK(\"http://example.com/\")","\u001b[2Jx"],"missing_hosts":["c","d"],`) {
+		t.Errorf("JSON %.300s: want the hosts escaped and missing_hosts", got)
 	}
 }

@@ -83,6 +83,9 @@ func (t *Table) Write(r *report.Report) error {
 		}
 		head = append(head, h)
 	}
+	if len(r.MissingHosts) > 0 {
+		head = append(head, "missing "+printable(strings.Join(r.MissingHosts, ",")))
+	}
 	t.fields(label, head...)
 	t.fields("  throughput", formatRate(float64(c[metrics.Bytes])*8/secs), sig3(float64(c[metrics.Packets])/secs/1e6)+" Mpps",
 		u(c[metrics.Packets])+" packets", FormatBytes(c[metrics.Bytes]), "drops "+u(c[metrics.KernelDrops]))

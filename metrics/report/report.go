@@ -35,6 +35,9 @@ type Report struct {
 	// Summary is, for the report of a [Summary], how many windows it adds
 	// up; 0 for the report of one window.
 	Summary int
+	// MissingHosts are the hosts a merge expected (merge --hosts) that
+	// delivered no state of the window, sorted.
+	MissingHosts []string
 
 	cnp map[int32]uint64 // CNPs attributed to the window's flows, by position
 }

@@ -12,9 +12,9 @@ import (
 
 // Errors of [Merger.Add], besides [metrics.ErrMismatch] and [metrics.ErrState].
 var (
-	// ErrDuplicate: a host delivered the same window twice (of the same
-	// segment of its capture).
-	ErrDuplicate = errors.New("host delivered the window twice")
+	// ErrDuplicate: a host delivered the same part of a window twice (of
+	// the same segment of its capture).
+	ErrDuplicate = errors.New("host delivered the same part of a window twice")
 	// ErrLate: a window arrived after the merger handed out it or a later
 	// one.
 	ErrLate = errors.New("window arrived after it or a later one was taken")
@@ -24,34 +24,45 @@ var (
 // reads them: it aligns them by window start, merges those of the same
 // window with [Window.Merge], and refuses what would make the merged window
 // wrong: a window length other than the first state's, a state naming no
-// host, a host delivering a window it already delivered, and a window that
-// was already taken. The states of one host and window from different
-// segments of its capture (after its clock stepped back) hold different
-// frames, and merge. The zero value is not usable; call [NewMerger]. A
-// Merger is not safe for concurrent use.
+// host or a host name [metrics.CheckHost] refuses, a host delivering part of
+// a window it already delivered, and a window that was already taken.
+//
+// A host may deliver several states of one window that hold different
+// frames, and those merge: states of different segments of its capture
+// (after its clock stepped back), and states of one segment that cover
+// parts of the window apart in time (Window.From and To), such as the last
+// window of a capture and the first of the capture that restarted it. A
+// state of a host and segment whose time overlaps one the host delivered
+// already is a duplicate. The zero value is not usable; call [NewMerger].
+// A Merger is not safe for concurrent use.
 type Merger struct {
 	length   int64  // window length of the first state
 	lengthOf string // where the first state came from
 	pending  map[int64]*mergeWindow
-	taken    int64             // start of the newest window taken
+	taken    int64             // start of the newest window taken, or metrics.NoWindow
 	spare    []*metrics.Window // windows merged into others, to decode into again
+	lowSpare int               // fewest spare windows held since the last trim
+	takes    int               // windows taken since the last trim
 }
 
 // mergeWindow is a window being merged and where its states came from.
 type mergeWindow struct {
-	w    *metrics.Window
-	from map[delivery]string // the source that delivered each host's segment
+	w          *metrics.Window
+	deliveries []delivery
 }
 
-// delivery is a host's state of a window: one per segment of its capture.
+// delivery is a host's state of a window: the segment of its capture, the
+// part of the window it covered and where it came from.
 type delivery struct {
-	host    string
-	segment uint32
+	host     string
+	segment  uint32
+	from, to int64
+	src      string
 }
 
 // NewMerger returns an empty Merger.
 func NewMerger() *Merger {
-	return &Merger{pending: make(map[int64]*mergeWindow), taken: -1 << 62}
+	return &Merger{pending: make(map[int64]*mergeWindow), taken: metrics.NoWindow}
 }
 
 // Add merges w, which came from src (a file name, for errors), into the
@@ -69,25 +80,31 @@ func (m *Merger) Add(src string, w *metrics.Window) error {
 	case w.Start <= m.taken:
 		return fmt.Errorf("state: %s: window %s of %s: %w", src, at(), w.Hosts, ErrLate)
 	}
-	if m.length == 0 {
-		m.length, m.lengthOf = w.Length, src
+	for _, h := range w.Hosts {
+		if err := metrics.CheckHost(h); err != nil {
+			return fmt.Errorf("state: %s: window %s: %w: %w", src, at(), err, metrics.ErrState)
+		}
 	}
+	from, to := coverage(w)
 	p, ok := m.pending[w.Start]
-	if !ok {
-		p = &mergeWindow{w: w, from: make(map[delivery]string, len(w.Hosts))}
-		m.pending[w.Start] = p
-	} else {
-		for _, h := range w.Hosts {
-			if prev, dup := p.from[delivery{h, w.Segment}]; dup {
-				return fmt.Errorf("state: %s: window %s: host %s already delivered it%s in %s: %w", src, at(), h, segmentNote(w.Segment), prev, ErrDuplicate)
+	if ok {
+		for _, d := range p.deliveries {
+			if d.segment == w.Segment && d.from < to && from < d.to && slices.Contains(w.Hosts, d.host) {
+				return fmt.Errorf("state: %s: window %s: host %s already delivered it%s in %s: %w", src, at(), d.host, segmentNote(w.Segment), d.src, ErrDuplicate)
 			}
 		}
 		if err := p.w.Merge(w); err != nil {
 			return fmt.Errorf("state: %s: %w", src, err)
 		}
+	} else {
+		p = &mergeWindow{w: w}
+		m.pending[w.Start] = p
+	}
+	if m.length == 0 {
+		m.length, m.lengthOf = w.Length, src
 	}
 	for _, h := range w.Hosts {
-		p.from[delivery{h, w.Segment}] = src
+		p.deliveries = append(p.deliveries, delivery{host: h, segment: w.Segment, from: from, to: to, src: src})
 	}
 	if p.w != w {
 		m.Recycle(w) // merged: its memory can serve again
@@ -95,8 +112,25 @@ func (m *Merger) Add(src string, w *metrics.Window) error {
 	return nil
 }
 
-// maxSpare bounds the windows a Merger keeps to decode into.
-const maxSpare = 4
+// coverage returns the part of its window a state covered: From to To, or
+// the whole window when they do not bound a part of it (a window made by
+// hand), so that two such states of a host overlap.
+func coverage(w *metrics.Window) (from, to int64) {
+	if w.Start <= w.From && w.From < w.To && w.To-w.Start <= w.Length {
+		return w.From, w.To
+	}
+	return w.Start, w.Start + w.Length
+}
+
+// maxSpare bounds the windows a Merger keeps to decode into, and
+// trimEvery is how many windows are taken between two trims of those it
+// keeps but did not need. As many windows are pending and spare as were
+// pending at most lately: a window's sketches (megabytes) are reused as
+// the number pending swings, not made anew and dropped.
+const (
+	maxSpare  = 64
+	trimEvery = 32
+)
 
 // Recycle gives back a window Take returned, once the caller is done with
 // it, for Spare to hand out again.
@@ -111,12 +145,30 @@ func (m *Merger) Recycle(w *metrics.Window) {
 // recycled (its sketches are reused), or a new one. Its contents are
 // undefined.
 func (m *Merger) Spare() *metrics.Window {
-	if n := len(m.spare); n > 0 {
-		w := m.spare[n-1]
-		m.spare = m.spare[:n-1]
-		return w
+	n := len(m.spare)
+	if n == 0 {
+		m.lowSpare = 0
+		return new(metrics.Window)
 	}
-	return new(metrics.Window)
+	w := m.spare[n-1]
+	m.spare[n-1] = nil
+	m.spare = m.spare[:n-1]
+	m.lowSpare = min(m.lowSpare, n-1)
+	return w
+}
+
+// trim drops the spare windows that were not needed since the last trim
+// but one, every trimEvery windows taken.
+func (m *Merger) trim() {
+	if m.takes++; m.takes < trimEvery {
+		return
+	}
+	if unused := m.lowSpare - 1; unused > 0 {
+		n := len(m.spare) - unused
+		clear(m.spare[n:])
+		m.spare = m.spare[:n]
+	}
+	m.takes, m.lowSpare = 0, len(m.spare)
 }
 
 // sortedDistinct reports whether hosts is a non-empty, strictly increasing
@@ -133,6 +185,18 @@ func sortedDistinct(hosts []string) bool {
 // Pending returns the starts of the windows not yet taken, in time order.
 func (m *Merger) Pending() []int64 {
 	return slices.Sorted(maps.Keys(m.pending))
+}
+
+// Len returns the number of pending windows.
+func (m *Merger) Len() int { return len(m.pending) }
+
+// Hosts returns the hosts merged into the pending window that starts at
+// start, sorted; the Merger owns the slice.
+func (m *Merger) Hosts(start int64) []string {
+	if p, ok := m.pending[start]; ok {
+		return p.w.Hosts
+	}
+	return nil
 }
 
 // Has reports whether host delivered the pending window that starts at
@@ -174,6 +238,26 @@ func (m *Merger) Take() *metrics.Window {
 	p := m.pending[start]
 	delete(m.pending, start)
 	m.taken = start
+	m.trim()
 	p.w.Normalize()
 	return p.w
+}
+
+// Discard removes the pending window that starts at start without taking
+// it: the windows taken stay as they were, and a later Add of that window
+// starts it anew.
+func (m *Merger) Discard(start int64) {
+	if p, ok := m.pending[start]; ok {
+		delete(m.pending, start)
+		m.Recycle(p.w)
+	}
+}
+
+// Reset forgets every pending window, and that any window was taken: the
+// states of all of them may be added again.
+func (m *Merger) Reset() {
+	for s := range m.pending {
+		m.Discard(s)
+	}
+	m.taken = metrics.NoWindow
 }

@@ -87,7 +87,7 @@ func benchHostStates(b *testing.B, hosts, windows, packets, flows int) ([][]byte
 }
 
 // BenchmarkMerge16Hosts60Windows measures what `rocescope merge` does with
-// a minute of states from 16 capture hosts: MergeFiles over the hosts'
+// a minute of states from 16 capture hosts: Merge of a FileInput over the hosts'
 // state files (framing, checksum, decoding into recycled windows), aligning
 // them by window start, merging each window's 16 states and normalizing
 // the 60 merged windows. The states come from a synthetic trace of 1.2 M
@@ -112,7 +112,7 @@ func BenchmarkMerge16Hosts60Windows(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		n := 0
-		err := MergeFiles(context.Background(), paths, nil, func(w *metrics.Window) error {
+		err := mergeFiles(context.Background(), paths, nil, func(w *metrics.Window) error {
 			if len(w.Hosts) != hosts {
 				return fmt.Errorf("window %d merged from %d hosts, want %d", w.Start, len(w.Hosts), hosts)
 			}

@@ -179,3 +179,46 @@ func encodeWindow(tb testing.TB, w *metrics.Window) []byte {
 	}
 	return b
 }
+
+// TestMergerAddsRunsOfAHost: a host's states of one window that cover
+// parts of it apart in time (the last window of a capture and the first of
+// the capture that restarted it) merge; a state that overlaps one of them
+// is a duplicate, named after the state it overlaps.
+func TestMergerAddsRunsOfAHost(t *testing.T) {
+	w := hostWindows(t, "a", 0, &metrics.Config{Workers: 1})[1]
+	part := func(from, to float64) *metrics.Window {
+		c := at(t, w, "a", w.Start)
+		c.From, c.To = w.Start+int64(from*float64(w.Length)), w.Start+int64(to*float64(w.Length))
+		return c
+	}
+	m := NewMerger()
+	if err := m.Add("run1", part(0, 0.4)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Add("run2", part(0.6, 1)); err != nil {
+		t.Fatalf("the restarted run's state: %v", err)
+	}
+	err := m.Add("copy", part(0.3, 0.5))
+	if !errors.Is(err, ErrDuplicate) || !strings.Contains(err.Error(), "host a already delivered it in run1") {
+		t.Errorf("overlapping state: %v, want ErrDuplicate naming run1", err)
+	}
+	got := m.Take()
+	if got.Counters[metrics.Packets] != 2*w.Counters[metrics.Packets] || !slices.Equal(got.Hosts, []string{"a"}) || got.Covered() != w.Length {
+		t.Errorf("merged %d packets of hosts %q covering %d ns, want %d of [a] covering %d", got.Counters[metrics.Packets], got.Hosts, got.Covered(), 2*w.Counters[metrics.Packets], w.Length)
+	}
+}
+
+// TestMergerTakesEarlyWindows: windows of 1811 (and of any time a state
+// can hold) are not taken for late by a Merger that took none yet.
+func TestMergerTakesEarlyWindows(t *testing.T) {
+	w := hostWindows(t, "a", 0, &metrics.Config{Workers: 1})[0]
+	m := NewMerger()
+	for _, s := range []int64{-5_000_000_000_000_000_000, -5_000_000_000_000_000_000 + w.Length} {
+		if err := m.Add("old", at(t, w, "a", s)); err != nil {
+			t.Fatalf("window %d: %v", s, err)
+		}
+	}
+	if got := m.Take(); got == nil || got.Start != -5_000_000_000_000_000_000 {
+		t.Errorf("took %v, want the window of 1811", got)
+	}
+}

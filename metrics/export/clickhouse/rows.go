@@ -65,7 +65,7 @@ func probeReport() *report.Report {
 		w.Counters[i] = 1
 	}
 	f := probeFlow()
-	return &report.Report{
+	r := &report.Report{
 		Window:      w,
 		Exact:       true,
 		Top:         []report.FlowReport{f},
@@ -75,6 +75,8 @@ func probeReport() *report.Report {
 		ReadLatency: report.LatencySummary{Count: 1, P50: .5},
 		AckLatency:  report.LatencySummary{Count: 1, P50: .5},
 	}
+	r.MissingHosts = []string{"h"}
+	return r
 }
 
 // probeFlow returns a flow whose JSON has every key a flow can have.

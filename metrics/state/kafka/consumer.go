@@ -28,67 +28,60 @@ const maxSpare = 4
 // DefaultGroup is the consumer group of `rocescope merge`.
 const DefaultGroup = "rocescope-merge"
 
-// noWindow stands for "no window reported yet": lower than every window
-// start a state can carry (starts are positive multiples of the length, and
-// math.MinInt64 is not a date any capture has).
-const noWindow = math.MinInt64
-
 // ErrRecord is wrapped by errors about a record that is not a window state
 // as a Producer writes it.
 var ErrRecord = errors.New("not a rocescope state record")
 
-// State is one host's whole state of a window, read from the topic.
-type State struct {
-	Window *metrics.Window
-	Source string // topic/partition@offset of its first record, for messages
-}
-
-// Batch is what one [Consumer.Poll] read.
-type Batch struct {
-	// Reset says the partitions of the consumer changed: the caller must
-	// forget every window it has not reported. The states of those that
-	// remain with this consumer are read again and come in later batches.
-	Reset bool
-	// States are the host states completed by this poll.
-	States []State
-	// CaughtUp says that every record the assigned partitions held when
-	// the poll began has been read (and is in this batch or an earlier
-	// one).
-	CaughtUp bool
-	// Err is trouble reaching the brokers during the poll, such as a
-	// broker that is down: the client keeps trying, nothing read is lost,
-	// and the batch is not CaughtUp.
-	Err error
+// ConsumerConfig tunes a Consumer. The zero value (or nil) means the
+// defaults.
+type ConsumerConfig struct {
+	// Group is the consumer group (default DefaultGroup).
+	Group string
+	// Read bounds the states decoded, as it bounds a state.Reader's
+	// (Growing does not apply to records).
+	Read state.ReadOptions
+	// Follow keeps reading once every record the topic holds was read;
+	// without it, Next returns state.End then.
+	Follow bool
+	// Poll bounds how long Next waits for records (default 500ms).
+	Poll time.Duration
 }
 
 // ConsumerStats counts what a Consumer skipped.
 type ConsumerStats struct {
-	// Skipped counts records of windows reported already: by another
+	// Reported counts records of windows reported already: by another
 	// consumer before a rebalance, by an earlier run, or by this one
 	// before the record arrived (a late state).
-	Skipped uint64
+	Reported uint64
+	// Bad counts records that are not states, or that do not decode.
+	Bad uint64
 }
 
 // Consumer reads window states from a topic as a member of a consumer
-// group. See the package doc.
+// group: it is the [state.Input] of a merge. See the package doc.
 type Consumer struct {
 	target *Target
-	group  string
+	cfg    ConsumerConfig
 	cl     *kgo.Client
 	adm    *kadm.Client
 
 	mu      sync.Mutex // guards what the rebalance callbacks touch
 	joined  bool       // the first assignment arrived
-	changed bool       // the assignment changed since the last Poll
+	changed bool       // the assignment changed since the last poll
 	owned   map[int32]*partition
-	err     error // from a callback
 
-	stats ConsumerStats
+	stats     ConsumerStats
+	ends      map[int32]int64 // end offsets at the last poll
+	pollErr   error           // trouble of the last poll
+	commitErr error           // of the last commit, with Follow
+	polled    bool            // Next polled since it last returned
 
 	frames *frameReader      // the record being decoded, framed as in a state file
 	states *state.Reader     // decodes from frames, reusing its buffer
-	spare  []*metrics.Window // parts merged into others, to decode into again
+	spare  []*metrics.Window // part windows merged into others, to decode into again
 }
+
+var _ state.Input = (*Consumer)(nil)
 
 // frameReader hands a StateReader one record value at a time, behind the
 // 4-byte length a state file frames it with.
@@ -121,11 +114,24 @@ func (f *frameReader) Read(p []byte) (int, error) {
 
 // partition is what a Consumer tracks of one assigned partition.
 type partition struct {
+	id      int32
+	known   bool            // the committed offset and floor were read
 	floor   int64           // windows at or before it were reported: their records are skipped
-	next    int64           // offset after the last record read; -1 before the first
 	start   int64           // the committed offset at assignment, -1 if none
-	pending map[int64]int64 // start of each window not reported → offset of its first record read
+	next    int64           // offset after the last record taken from the queue; -1 before the first
+	queue   []queued        // records fetched, not yet taken
+	bytes   int             // of the values queued
+	paused  bool            // not fetched: its queue is full
+	newest  int64           // the newest window start of a record taken
+	pending map[int64]int64 // start of each window not reported → offset of its first record taken
 	parts   map[partKey]*partial
+}
+
+// queued is a record fetched, with the window start its headers name
+// (metrics.NoWindow when they name none: it is taken first, and skipped).
+type queued struct {
+	r     *kgo.Record
+	start int64
 }
 
 // partKey names a host's state of a window (of a segment of its capture),
@@ -143,24 +149,41 @@ type partial struct {
 	source string
 }
 
-// NewConsumer joins group (DefaultGroup if empty) to read t. opts bound
-// the states it decodes, as they bound a [state.Reader]'s (nil: the
-// defaults; Growing does not apply to records).
-func NewConsumer(t *Target, group string, opts *state.ReadOptions) (*Consumer, error) {
-	if group == "" {
-		group = DefaultGroup
+// queueBytes bounds the record values a partition's queue holds before the
+// partition is paused: enough for a few states, so that the merge can take
+// them in window order across the partitions. fetchPartitionBytes bounds
+// what one fetch asks of a partition (a broker sends a larger batch
+// whole): the fetched records hold their decompressed batches.
+const (
+	queueBytes          = 1 << 20
+	fetchPartitionBytes = 256 << 10
+)
+
+// NewConsumer joins the consumer group of cfg to read t.
+func NewConsumer(t *Target, cfg *ConsumerConfig) (*Consumer, error) {
+	c := &Consumer{target: t, owned: make(map[int32]*partition), frames: new(frameReader)}
+	if cfg != nil {
+		c.cfg = *cfg
 	}
-	c := &Consumer{target: t, group: group, owned: make(map[int32]*partition), frames: new(frameReader)}
-	c.states = state.NewReader(c.frames, t.Topic, opts)
+	if c.cfg.Group == "" {
+		c.cfg.Group = DefaultGroup
+	}
+	if c.cfg.Poll <= 0 {
+		c.cfg.Poll = state.DefaultPoll
+	}
+	c.cfg.Read.Growing = false
+	c.states = state.NewReader(c.frames, t.Topic, &c.cfg.Read)
+	record := int32(max(t.MaxRecordBytes, DefaultMaxRecordBytes))
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(t.Brokers...),
 		kgo.ConsumeTopics(t.Topic),
-		kgo.ConsumerGroup(group),
+		kgo.ConsumerGroup(c.cfg.Group),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxBytes(int32(max(t.MaxRecordBytes, DefaultMaxRecordBytes)*4)),
-		kgo.FetchMaxPartitionBytes(int32(max(t.MaxRecordBytes, DefaultMaxRecordBytes)*2)),
+		kgo.FetchMaxBytes(record),
+		kgo.FetchMaxPartitionBytes(fetchPartitionBytes),
+		kgo.FetchMaxWait(c.cfg.Poll),
 		kgo.OnPartitionsAssigned(c.assigned),
 		kgo.OnPartitionsRevoked(c.revoked),
 		kgo.OnPartitionsLost(c.revoked),
@@ -174,13 +197,14 @@ func NewConsumer(t *Target, group string, opts *state.ReadOptions) (*Consumer, e
 
 // errorf returns an error naming the brokers, topic and group.
 func (c *Consumer) errorf(format string, a ...any) error {
-	return fmt.Errorf("kafka: topic %s on %s, group %s: %w", c.target.Topic, strings.Join(c.target.Brokers, ","), c.group, fmt.Errorf(format, a...))
+	return fmt.Errorf("kafka: topic %s on %s, group %s: %w", c.target.Topic, strings.Join(c.target.Brokers, ","), c.cfg.Group, fmt.Errorf(format, a...))
 }
 
 // assigned runs when partitions are assigned: it reads their committed
 // offsets and the newest window reported from them, through cl (c.cl and
 // c.adm may not be set yet: the group can assign before NewConsumer
-// returns).
+// returns). Partitions whose offsets it cannot read wait for the next
+// poll to read them.
 func (c *Consumer) assigned(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -190,52 +214,169 @@ func (c *Consumer) assigned(ctx context.Context, cl *kgo.Client, m map[string][]
 		return
 	}
 	c.changed = true
-	offs, err := kadm.NewClient(cl).FetchOffsets(ctx, c.group)
+	for _, id := range ps {
+		c.owned[id] = &partition{id: id, floor: metrics.NoWindow, start: -1, next: -1, newest: metrics.NoWindow,
+			pending: make(map[int64]int64), parts: make(map[partKey]*partial)}
+	}
+	c.pollErr = c.readCommitted(ctx, kadm.NewClient(cl))
+}
+
+// readCommitted reads the committed offsets and floors of the partitions
+// that do not know them yet.
+func (c *Consumer) readCommitted(ctx context.Context, adm *kadm.Client) error {
+	offs, err := adm.FetchOffsets(ctx, c.cfg.Group)
 	if err == nil {
 		err = offs.Error()
 	}
 	if err != nil {
-		c.err = errors.Join(c.err, c.errorf("fetch committed offsets: %w", err))
-		return
+		return c.errorf("read committed offsets: %w", err)
 	}
-	for _, p := range ps {
-		st := &partition{floor: noWindow, next: -1, start: -1, pending: make(map[int64]int64), parts: make(map[partKey]*partial)}
-		if o, ok := offs.Lookup(c.target.Topic, p); ok && o.At >= 0 {
-			st.start = o.At
+	var errs []error
+	for id, p := range c.owned {
+		if p.known {
+			continue
+		}
+		p.known = true
+		if o, ok := offs.Lookup(c.target.Topic, id); ok && o.At >= 0 {
+			p.start = o.At
 			if o.Metadata != "" {
 				f, err := strconv.ParseInt(o.Metadata, 10, 64)
 				if err != nil {
-					c.err = errors.Join(c.err, c.errorf("partition %d: commit metadata %q is not a window start", p, o.Metadata))
+					errs = append(errs, c.errorf("partition %d: commit metadata %q is not a window start; read from the committed offset", id, o.Metadata))
+					continue
 				}
-				st.floor = f
+				p.floor = f
 			}
 		}
-		c.owned[p] = st
 	}
+	return errors.Join(errs...)
 }
 
 // revoked runs when partitions are taken away.
 func (c *Consumer) revoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, p := range m[c.target.Topic] {
-		if _, ok := c.owned[p]; ok {
-			delete(c.owned, p)
+	for _, id := range m[c.target.Topic] {
+		if p, ok := c.owned[id]; ok {
+			delete(c.owned, id)
 			c.changed = true
+			if p.paused {
+				c.cl.ResumeFetchPartitions(map[string][]int32{c.target.Topic: {id}})
+			}
 		}
 	}
 }
 
-// Poll waits until ctx is done for records and returns the host states
-// they complete; trouble reaching the brokers is in the batch's Err. It
-// decodes states into windows from spare (or new ones when spare is nil),
-// reusing their sketches when they have the state's shape: give it
-// windows the caller is done with, such as state.Merger.Spare. It
-// returns an error for a record that is not a state or whose parts do not
-// merge, and when the committed offsets of partitions assigned to it
-// could not be read; a ctx that ends is not an error.
-func (c *Consumer) Poll(ctx context.Context, spare func() *metrics.Window) (*Batch, error) {
+// Next implements state.Input: it takes the fetched records in window
+// order across the partitions, polling the brokers for more when a
+// partition has none queued and is not at its end, and decodes the next
+// state into w. A record that is not a state, or does not decode, is
+// skipped (Read.Skipped names the topic, partition and offset); a record
+// of a window reported already is skipped and counted. Trouble with the
+// brokers is Read.Trouble with Follow, and an error without. Once ctx is
+// done Next returns state.Stopped.
+func (c *Consumer) Next(ctx context.Context, w *metrics.Window) (state.Read, error) {
+	c.polled = false
+	for {
+		c.mu.Lock()
+		p := c.pick()
+		c.mu.Unlock()
+		if p != nil {
+			if r, ok := c.take(p, w); ok {
+				return c.read(r), nil
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			return c.read(state.Read{Progress: state.Stopped}), nil
+		}
+		if c.polled {
+			r := c.read(state.Read{})
+			if !c.cfg.Follow && r.Trouble != nil {
+				return state.Read{}, r.Trouble
+			}
+			return r, nil
+		}
+		reset := c.poll(ctx)
+		c.polled = true
+		if reset {
+			return c.read(state.Read{Reset: true}), nil
+		}
+	}
+}
+
+// pick returns the partition whose next record is of the earliest
+// window, or nil when a partition that is not at its end has no record
+// queued (or its committed offsets are not known yet): its next record
+// may be of an earlier window. c.mu is held.
+func (c *Consumer) pick() *partition {
+	var best *partition
+	for _, p := range c.owned {
+		switch {
+		case !p.known:
+			return nil
+		case len(p.queue) == 0 && !c.atEnd(p):
+			return nil
+		case len(p.queue) > 0 && (best == nil || p.queue[0].start < best.queue[0].start):
+			best = p
+		}
+	}
+	return best
+}
+
+// atEnd reports whether every record of p the brokers held at the last
+// poll was taken. c.mu is held.
+func (c *Consumer) atEnd(p *partition) bool {
+	end, ok := c.ends[p.id]
+	return ok && len(p.queue) == 0 && p.reading() >= end
+}
+
+// read completes r with how far the consumer got: behind while a
+// partition is not at its end, current (or at its end without Follow)
+// once every partition is.
+func (c *Consumer) read(r state.Read) state.Read {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r.Trouble = errors.Join(c.pollErr, c.commitErr)
+	r.Settled = math.MaxInt64
+	behind := !c.joined
+	if behind {
+		r.Settled = metrics.NoWindow
+	}
+	for _, p := range c.owned {
+		switch {
+		case c.atEnd(p):
+		case len(p.queue) > 0:
+			r.Settled, behind = min(r.Settled, p.queue[0].start), true
+		default:
+			r.Settled, behind = min(r.Settled, p.newest), true
+		}
+	}
+	switch {
+	case r.Progress == state.Stopped:
+	case behind:
+		r.Progress = state.Behind
+	case c.cfg.Follow:
+		r.Progress = state.Current
+	default:
+		r.Progress = state.End
+	}
+	return r
+}
+
+// poll fetches records for at most the poll interval, and reports
+// whether the partitions changed: the caller forgets every window not
+// reported, whose records are read again.
+func (c *Consumer) poll(ctx context.Context) (reset bool) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Poll)
+	defer cancel()
 	c.cl.AllowRebalance() // the callbacks run now, or within PollFetches
+	var troubles []error
+	c.mu.Lock()
+	if err := c.readCommittedIfNeeded(ctx); err != nil {
+		troubles = append(troubles, err)
+	}
+	c.mu.Unlock()
 	ends, endErr := c.adm.ListEndOffsets(ctx, c.target.Topic)
 	if endErr == nil {
 		endErr = ends.Error()
@@ -243,30 +384,30 @@ func (c *Consumer) Poll(ctx context.Context, spare func() *metrics.Window) (*Bat
 	fetches := c.cl.PollFetches(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.err != nil {
-		return nil, c.err
-	}
-	var errs []error
-	fetches.EachError(func(t string, p int32, err error) {
+	fetches.EachError(func(_ string, p int32, err error) {
 		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-			errs = append(errs, c.errorf("partition %d: %w", p, err))
+			troubles = append(troubles, c.errorf("partition %d: %w", p, err))
 		}
 	})
 	if endErr != nil && ctx.Err() == nil {
-		errs = append(errs, c.errorf("end offsets: %w", endErr))
+		troubles = append(troubles, c.errorf("end offsets: %w", endErr))
 	}
-	b := &Batch{Err: errors.Join(errs...)}
+	if endErr == nil {
+		c.ends = make(map[int32]int64)
+		ends.Each(func(o kadm.ListedOffset) { c.ends[o.Partition] = o.Offset })
+	}
 	reread := make(map[int32]bool)
 	if c.changed {
 		// The caller forgets its pending windows: read the records of
 		// those of the partitions kept again.
-		c.changed, b.Reset = false, true
+		c.changed, reset = false, true
 		seek := make(map[int32]kgo.EpochOffset)
 		for id, p := range c.owned {
-			if at := p.position(); len(p.pending) > 0 {
+			if at := p.position(); len(p.pending) > 0 || len(p.queue) > 0 {
 				seek[id] = kgo.EpochOffset{Epoch: -1, Offset: at}
 				reread[id] = true
 				p.next = at
+				p.dropQueue()
 				clear(p.pending)
 				clear(p.parts)
 			}
@@ -275,32 +416,64 @@ func (c *Consumer) Poll(ctx context.Context, spare func() *metrics.Window) (*Bat
 			c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.target.Topic: seek})
 		}
 	}
-	var err error
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		p, ok := c.owned[fp.Partition]
-		if err != nil || !ok || reread[fp.Partition] {
+		if !ok || reread[fp.Partition] {
 			return
 		}
 		for _, r := range fp.Records {
-			if err = c.record(b, p, r, spare); err != nil {
-				return
+			start := metrics.NoWindow
+			if h, err := readHeaders(r); err == nil {
+				start = h.start
 			}
+			p.queue = append(p.queue, queued{r, start})
+			p.bytes += len(r.Value)
 		}
 	})
-	if err != nil {
-		return nil, err
-	}
-	b.CaughtUp = c.joined && endErr == nil && b.Err == nil
-	for id, p := range c.owned {
-		e, ok := ends.Lookup(c.target.Topic, id)
-		if !ok || p.reading() < e.Offset {
-			b.CaughtUp = false
-		}
-	}
-	return b, nil
+	c.pauseFull()
+	c.pollErr = errors.Join(troubles...)
+	return reset
 }
 
-// reading returns the offset of the next record to read.
+// readCommittedIfNeeded reads the committed offsets of partitions assigned
+// when they could not be read. c.mu is held.
+func (c *Consumer) readCommittedIfNeeded(ctx context.Context) error {
+	for _, p := range c.owned {
+		if !p.known {
+			return c.readCommitted(ctx, c.adm)
+		}
+	}
+	return nil
+}
+
+// pauseFull stops fetching partitions whose queue is full, and fetches
+// again those that drained. c.mu is held.
+func (c *Consumer) pauseFull() {
+	var pause, resume []int32
+	for id, p := range c.owned {
+		switch full := p.bytes >= queueBytes; {
+		case full && !p.paused:
+			pause = append(pause, id)
+		case !full && p.paused:
+			resume = append(resume, id)
+		}
+		p.paused = p.bytes >= queueBytes
+	}
+	if len(pause) > 0 {
+		c.cl.PauseFetchPartitions(map[string][]int32{c.target.Topic: pause})
+	}
+	if len(resume) > 0 {
+		c.cl.ResumeFetchPartitions(map[string][]int32{c.target.Topic: resume})
+	}
+}
+
+// dropQueue forgets the records queued.
+func (p *partition) dropQueue() {
+	clear(p.queue)
+	p.queue, p.bytes = p.queue[:0], 0
+}
+
+// reading returns the offset of the next record to take.
 func (p *partition) reading() int64 {
 	if p.next < 0 {
 		return max(p.start, 0)
@@ -310,7 +483,7 @@ func (p *partition) reading() int64 {
 
 // position returns where a partition's records not yet reported begin:
 // the first record of the oldest window pending, or the next record to
-// read.
+// take.
 func (p *partition) position() int64 {
 	at := p.reading()
 	for _, o := range p.pending {
@@ -319,62 +492,94 @@ func (p *partition) position() int64 {
 	return at
 }
 
-// record takes one record of partition p into b.
-func (c *Consumer) record(b *Batch, p *partition, r *kgo.Record, spare func() *metrics.Window) error {
+// take takes the next record of p, and returns the read it makes: a state
+// decoded into w, or a record skipped; false when it makes none (a record
+// of a window reported already, a part of a state).
+func (c *Consumer) take(p *partition, w *metrics.Window) (state.Read, bool) {
+	q := p.queue[0]
+	p.queue[0] = queued{}
+	p.queue = p.queue[1:]
+	p.bytes -= len(q.r.Value)
+	if len(p.queue) == 0 {
+		p.queue = nil // let the array go
+	}
+	r := q.r
 	src := fmt.Sprintf("%s/%d@%d", r.Topic, r.Partition, r.Offset)
 	p.next = r.Offset + 1
+	bad := func(err error) (state.Read, bool) {
+		c.stats.Bad++
+		return state.Read{Skipped: c.errorf("%s: %w", src, err)}, true
+	}
 	h, err := readHeaders(r)
 	if err != nil {
-		return c.errorf("%s: %w", src, err)
+		return bad(err)
 	}
+	p.newest = max(p.newest, h.start)
 	if h.start <= p.floor {
-		c.stats.Skipped++
-		return nil
+		c.stats.Reported++
+		return state.Read{}, false
+	}
+	into := w
+	if h.n > 1 {
+		into = c.spareWindow()
+	}
+	c.frames.reset(r.Value)
+	c.states.Reset(c.frames) // after an error too
+	if err := c.states.Next(into); err != nil {
+		c.keepSpare(into, w)
+		return bad(err)
+	}
+	if into.Start != h.start || into.Length != h.length {
+		c.keepSpare(into, w)
+		return bad(fmt.Errorf("state of window %d+%d under headers of window %d+%d: %w", into.Start, into.Length, h.start, h.length, ErrRecord))
 	}
 	if _, ok := p.pending[h.start]; !ok {
 		p.pending[h.start] = r.Offset
 	}
-	var w *metrics.Window
-	switch n := len(c.spare); {
-	case n > 0:
-		w, c.spare = c.spare[n-1], c.spare[:n-1]
-	case spare != nil:
-		w = spare()
-	default:
-		w = new(metrics.Window)
-	}
-	c.frames.reset(r.Value)
-	if err := c.states.Next(w); err != nil {
-		return c.errorf("%s: %w", src, err)
-	}
-	if w.Start != h.start || w.Length != h.length {
-		return c.errorf("%s: state of window %d+%d under headers of window %d+%d: %w", src, w.Start, w.Length, h.start, h.length, ErrRecord)
-	}
 	if h.n == 1 {
-		b.States = append(b.States, State{Window: w, Source: src})
-		return nil
+		return state.Read{State: true, Source: src}, true
 	}
-	k := partKey{h.start, h.host, w.Segment}
+	k := partKey{h.start, h.host, into.Segment}
 	pt, ok := p.parts[k]
-	if !ok {
-		p.parts[k] = &partial{w: w, got: 1, n: h.n, source: src}
-		return nil
+	switch {
+	case !ok:
+		p.parts[k] = &partial{w: into, got: 1, n: h.n, source: src}
+		return state.Read{}, false
+	case pt.n != h.n:
+		c.keepSpare(into, w)
+		return bad(fmt.Errorf("part %d/%d of a state of %d parts: %w", h.i, h.n, pt.n, ErrRecord))
 	}
-	if pt.n != h.n {
-		return c.errorf("%s: part %d/%d of a state of %d parts: %w", src, h.i, h.n, pt.n, ErrRecord)
+	if err := pt.w.Merge(into); err != nil {
+		c.keepSpare(into, w)
+		return bad(err)
 	}
-	if err := pt.w.Merge(w); err != nil {
-		return c.errorf("%s: %w", src, err)
+	c.keepSpare(into, w)
+	if pt.got++; pt.got < pt.n {
+		return state.Read{}, false
 	}
-	if len(c.spare) < maxSpare {
-		c.spare = append(c.spare, w)
+	delete(p.parts, k)
+	pt.w.Normalize()
+	*w, *pt.w = *pt.w, *w // hand the whole state over in w; keep w's memory
+	c.keepSpare(pt.w, nil)
+	return state.Read{State: true, Source: pt.source}, true
+}
+
+// spareWindow returns a window to decode a part into.
+func (c *Consumer) spareWindow() *metrics.Window {
+	if n := len(c.spare); n > 0 {
+		w := c.spare[n-1]
+		c.spare = c.spare[:n-1]
+		return w
 	}
-	if pt.got++; pt.got == pt.n {
-		delete(p.parts, k)
-		pt.w.Normalize()
-		b.States = append(b.States, State{Window: pt.w, Source: pt.source})
+	return new(metrics.Window)
+}
+
+// keepSpare keeps x to decode parts into again, unless it is the caller's
+// window w.
+func (c *Consumer) keepSpare(x, w *metrics.Window) {
+	if x != w && len(c.spare) < maxSpare {
+		c.spare = append(c.spare, x)
 	}
-	return nil
 }
 
 // headers are the header fields of a state record.
@@ -422,10 +627,14 @@ func readHeaders(r *kgo.Record) (headers, error) {
 	return h, nil
 }
 
-// Commit records that every window up to the one starting at reported has
-// been reported, and commits each assigned partition's position (see the
-// package doc). Call it once the reports are written out.
-func (c *Consumer) Commit(ctx context.Context, reported int64) error {
+// Done implements state.Input: it records that every window up to the one
+// starting at reported has been reported, and commits each assigned
+// partition's position (see the package doc). A commit that fails is
+// an error without Follow; with Follow it is Read.Trouble, and the next
+// commit covers it.
+func (c *Consumer) Done(ctx context.Context, reported int64) error {
+	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	defer cancel()
 	c.mu.Lock()
 	offsets := make(map[int32]kgo.EpochOffset)
 	floors := make(map[int32]string)
@@ -437,12 +646,13 @@ func (c *Consumer) Commit(ctx context.Context, reported int64) error {
 		}
 		for k := range p.parts {
 			if k.start <= reported {
+				c.keepSpare(p.parts[k].w, nil)
 				delete(p.parts, k)
 			}
 		}
 		p.floor = max(p.floor, reported)
-		if p.next < 0 && p.start < 0 {
-			continue // nothing read, nothing committed: nothing to say
+		if !p.known || p.next < 0 && p.start < 0 {
+			continue // nothing read, or the floor committed not known: nothing to say
 		}
 		offsets[id] = kgo.EpochOffset{Epoch: -1, Offset: p.position()}
 		floors[id] = strconv.FormatInt(p.floor, 10)
@@ -477,9 +687,35 @@ func (c *Consumer) Commit(ctx context.Context, reported int64) error {
 			}
 		})
 	if err != nil {
-		return c.errorf("commit offsets after window %s: %w", time.Unix(0, reported).UTC().Format(time.RFC3339Nano), err)
+		err = c.errorf("commit offsets after window %s: %w", time.Unix(0, reported).UTC().Format(time.RFC3339Nano), err)
+		if !c.cfg.Follow {
+			return err
+		}
 	}
+	c.mu.Lock()
+	c.commitErr = err
+	c.mu.Unlock()
 	return nil
+}
+
+// commitTimeout bounds an offset commit, so that a merge whose brokers went
+// away still ends.
+const commitTimeout = 30 * time.Second
+
+// Drop implements state.Input: the records of the window at start taken
+// so far need not be read again.
+func (c *Consumer) Drop(start int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.owned {
+		delete(p.pending, start)
+		for k, pt := range p.parts {
+			if k.start == start {
+				c.keepSpare(pt.w, nil)
+				delete(p.parts, k)
+			}
+		}
+	}
 }
 
 // Stats returns what the consumer skipped so far.

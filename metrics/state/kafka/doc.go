@@ -19,19 +19,29 @@
 //
 // # Consuming
 //
-// A [Consumer] reads the topic as a member of a consumer group, puts the
-// parts of each host's state back together and hands out whole host states.
-// Its caller merges them, writes the reports and then calls
-// [Consumer.Commit] with the newest window reported: the committed offset of
-// a partition is that of the oldest record of a window not yet reported, and
-// the commit's metadata holds the newest window reported, so that a
-// consumer taking the partition over (after a restart or a rebalance) skips
-// the states of windows already reported and reads those of every other
-// window again. No window is reported twice, and none is lost. What a
-// report carries over from the window before it (jitter, prev_rate_bps,
-// learned QP pairs) is exact when one consumer reads every window in
-// order; a consumer that restarts, or shares the partitions with others,
-// measures it against the windows it reported itself.
+// A [Consumer] reads the topic as a member of a consumer group and is the
+// state.Input of a merge. It puts the parts of each host's state back
+// together and hands out whole host states, taking the records it fetched
+// in window order across its partitions (a partition whose queue of
+// fetched records is full is paused, so that memory stays bounded however
+// long the backlog). A record that is not a state, or whose state does not
+// decode, is skipped and named by topic, partition and offset. The merge
+// writes the reports and then calls [Consumer.Done] with the newest window
+// reported: the committed offset of a partition is that of the oldest
+// record of a window not yet reported, and the commit's metadata holds the
+// newest window reported, so that a consumer taking the partition over
+// (after a restart or a rebalance) skips the states of windows already
+// reported and reads those of every other window again. A window is
+// reported at least once, and twice only when a merger stopped between
+// writing its report and committing. States the merge refuses (far ahead
+// of the other hosts') are dropped ([Consumer.Drop]) without moving the
+// metadata's window. The committed offsets of partitions as they are
+// assigned are read again at each poll until that succeeds; their records
+// wait meanwhile. What a report carries over from the window before it
+// (jitter, prev_rate_bps, learned QP pairs) is exact when one consumer
+// reads every window in order; a consumer that restarts, or shares the
+// partitions with others, measures it against the windows it reported
+// itself.
 //
 // # Concurrency and lifetime
 //
@@ -42,5 +52,5 @@
 // is not delivered in time is counted and reported, one message per state.
 // Close flushes for at most its timeout and says what was not delivered. A
 // Consumer is used by one goroutine; its rebalance callbacks run only
-// between a Poll and the next.
+// while Next polls the brokers.
 package kafka

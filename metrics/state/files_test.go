@@ -38,6 +38,23 @@ func writeStates(t *testing.T, path, host string, w *metrics.Window, starts []in
 	}
 }
 
+// windowsOut is an Output that hands each merged window to a function.
+type windowsOut func(*metrics.Window) error
+
+func (f windowsOut) Write(w *metrics.Window, _ []string) error { return f(w) }
+func (windowsOut) Sync(context.Context) error                  { return nil }
+
+// mergeFiles merges the state files paths, read once, and hands each merged
+// window to emit, lent until emit returns.
+func mergeFiles(ctx context.Context, paths []string, opts *ReadOptions, emit func(*metrics.Window) error) error {
+	cfg := &FileInputConfig{}
+	if opts != nil {
+		cfg.Read = *opts
+	}
+	_, err := Merge(ctx, NewFileInput(paths, cfg), windowsOut(emit), nil)
+	return err
+}
+
 // hostPair returns the first window of two hosts that share its start.
 func hostPair(t *testing.T) (a, b *metrics.Window) {
 	t.Helper()
@@ -73,7 +90,7 @@ func TestMergeFilesStreams(t *testing.T) {
 	want := handMerge(t, a, b)
 	var got []int64
 	seen := map[*metrics.Window]bool{}
-	err = MergeFiles(context.Background(), paths, nil, func(w *metrics.Window) error {
+	err = mergeFiles(context.Background(), paths, nil, func(w *metrics.Window) error {
 		got = append(got, w.Start)
 		seen[w] = true
 		if !bytes.Equal(afterStart(encodeWindow(t, w)), want) {
@@ -143,7 +160,7 @@ func TestMergeFilesRefuses(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+Ext)
 			tc.make(path)
 			emitted := 0
-			err := MergeFiles(context.Background(), []string{path}, nil, func(*metrics.Window) error { emitted++; return nil })
+			err := mergeFiles(context.Background(), []string{path}, nil, func(*metrics.Window) error { emitted++; return nil })
 			if want := fmt.Sprintf(tc.error, path); !errors.Is(err, tc.want) || err.Error() != want {
 				t.Errorf("error %v\nwant  %s, wrapping %v", err, want, tc.want)
 			}
@@ -163,7 +180,7 @@ func TestMergeFilesStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	start := time.Now()
-	err := MergeFiles(ctx, []string{path}, nil, func(*metrics.Window) error { return nil })
+	err := mergeFiles(ctx, []string{path}, nil, func(*metrics.Window) error { return nil })
 	if !errors.Is(err, context.Canceled) || time.Since(start) > time.Second {
 		t.Errorf("%v after %v, want context.Canceled at once", err, time.Since(start))
 	}
