@@ -21,7 +21,6 @@ import (
 
 	"github.com/rocescope/rocescope/capture/synth"
 	"github.com/rocescope/rocescope/internal/freeport"
-	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/metrics/state"
 	"github.com/rocescope/rocescope/metrics/state/kafka"
 )
@@ -187,20 +186,10 @@ func produceStates(t *testing.T, url string, dirs []string, hosts []int, starts 
 		}
 		for _, s := range starts {
 			path := filepath.Join(dir, host+"-"+s+state.Ext)
-			f, err := os.Open(path)
-			if errors.Is(err, os.ErrNotExist) {
+			if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 				continue // the host had no frames in the window
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var w metrics.Window
-			err = state.NewReader(f, path, nil).Next(&w)
-			f.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := p.Write(&w); err != nil {
+			if err := p.Write(readState(t, path)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -817,7 +817,13 @@ func (f *follower) stop() int {
 // waitFor polls cond until it holds, and fails the test after 30 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+	waitUntil(t, what, 30*time.Second, cond)
+}
+
+// waitUntil polls cond until it holds, and fails the test after d.
+func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("gave up waiting for %s", what)
 		}
