@@ -29,6 +29,7 @@ type part struct {
 	from, to int64   // the covered part, from the readers
 	counters Counters
 	cm       []CMMessage
+	pauses   []PauseRecord
 }
 
 func newCollector(cfg *Config, pool *windowPool, readers, shards int, emit func(*Window) error) *collector {
@@ -89,6 +90,7 @@ func (c *collector) readerWindow(rw *readerWindow) {
 	p.from, p.to = union(p.from, p.to, rw.from, rw.to)
 	p.counters.Add(&rw.counters)
 	p.cm = append(p.cm, rw.cm...)
+	p.pauses = append(p.pauses, rw.pauses...)
 }
 
 // readerMark and shardMark record that reader or shard i closed every
@@ -121,7 +123,8 @@ func (c *collector) ready() {
 		w.cover(p.from, p.to) // the shards' windows cover nothing of their own
 		w.Counters.Add(&p.counters)
 		w.CM = append(w.CM, p.cm...)
-		*p = part{cm: p.cm[:0]}
+		w.Pauses = append(w.Pauses, p.pauses...)
+		*p = part{cm: p.cm[:0], pauses: p.pauses[:0]}
 		c.free = append(c.free, p)
 		w.Normalize()
 		w.rankFlows()

@@ -33,11 +33,52 @@ type Config struct {
 	// engine runs.
 	Filter *filter.Set
 
+	// LinkRate is the rate of the mirrored links, bits/s: a PFC pause
+	// quantum lasts 512 bit times at it, and an incast is measured
+	// against it; default 100 Gb/s.
+	LinkRate float64
+	// Burst is the burst interval: the slot length of the flows'
+	// activity profiles (Activity), which incasts are found in; from 1µs
+	// to MaxBurst, dividing Window; default 1ms (1µs for a window that is
+	// no multiple of 1ms).
+	Burst time.Duration
+	// Rules are the thresholds of the diagnoses a report names.
+	Rules Rules
+
 	// Sketch dimensions; zero selects the sketch package's defaults.
 	DistinctBits int // Linear Counting bitmap bits
 	CMDepth      int // Count-Min rows
 	CMWidth      int // Count-Min columns
 	TopKSize     int // heavy-hitter table entries
+}
+
+// Rules are the thresholds of the events (diagnoses) a report names; the
+// zero value of each field selects its default. The defaults fire on clear
+// trouble and stay silent on healthy traffic.
+type Rules struct {
+	// An incast into a destination address is a burst interval in which
+	// flows from at least IncastSources distinct source addresses send to
+	// it, together at least IncastLoad of LinkRate (default 4 sources and
+	// 0.8, the utilisation sFlow-RT's incast monitor uses).
+	IncastSources int
+	IncastLoad    float64
+	// A PFC storm is a span of at least StormInterval in which a priority
+	// was paused by one source MAC at least StormPaused of the time
+	// (default 200ms and 0.99, as the PFC watchdogs of SONiC and Junos).
+	StormInterval time.Duration
+	StormPaused   float64
+	// A retransmission episode is an event when it resent at least
+	// RetransResent frames (default 1: every episode) after a stall of at
+	// least RetransStall (default 0).
+	RetransResent int
+	RetransStall  time.Duration
+	// A flow that received at least CEMarks CE-marked frames in a window
+	// while its receiver, whose direction the capture shows, sent no CNP
+	// back for it is a ce_without_cnp event (default 16).
+	CEMarks int
+	// MaxEvents bounds the events of each kind a report lists (default
+	// 256); a report counts the ones it leaves out.
+	MaxEvents int
 }
 
 // Defaults of [Config].
@@ -51,6 +92,17 @@ const (
 	DefaultTopKSize     = 1024
 	DefaultCMDepth      = 4
 	DefaultCMWidth      = 1 << 16
+	DefaultLinkRate     = 100e9
+	DefaultBurst        = time.Millisecond
+	MaxBurst            = 10 * time.Millisecond // a slot of a 1.6 Tb/s link holds less than 4 GiB
+
+	DefaultIncastSources = 4
+	DefaultIncastLoad    = 0.8
+	DefaultStormInterval = 200 * time.Millisecond
+	DefaultStormPaused   = 0.99
+	DefaultRetransResent = 1
+	DefaultCEMarks       = 16
+	DefaultMaxEvents     = 256
 )
 
 // ErrConfig is wrapped by every configuration error.
@@ -117,5 +169,60 @@ func (c *Config) WithDefaults() (Config, error) {
 	if d.TopKSize == 0 {
 		d.TopKSize = DefaultTopKSize
 	}
-	return d, nil
+	if d.LinkRate == 0 {
+		d.LinkRate = DefaultLinkRate
+	}
+	if !(d.LinkRate > 0) || math.IsInf(d.LinkRate, 0) {
+		return d, fmt.Errorf("metrics: link rate %v must be finite and above 0: %w", d.LinkRate, ErrConfig)
+	}
+	if d.Burst == 0 {
+		// 1ms, or 1µs for a window that is no multiple of 1ms.
+		d.Burst = DefaultBurst
+		if d.Window%d.Burst != 0 {
+			d.Burst = time.Microsecond
+		}
+	}
+	if d.Burst < time.Microsecond || d.Burst > MaxBurst || d.Window%d.Burst != 0 {
+		return d, fmt.Errorf("metrics: burst interval %v must be from 1µs to %v and divide the window %v: %w", d.Burst, MaxBurst, d.Window, ErrConfig)
+	}
+	if d.Window/d.Burst > math.MaxUint32 {
+		return d, fmt.Errorf("metrics: window %v holds more than 2^32 burst intervals of %v: %w", d.Window, d.Burst, ErrConfig)
+	}
+	return d, d.Rules.withDefaults()
+}
+
+// withDefaults fills in the defaults of r and checks it.
+func (r *Rules) withDefaults() error {
+	if r.IncastSources == 0 {
+		r.IncastSources = DefaultIncastSources
+	}
+	if r.IncastLoad == 0 {
+		r.IncastLoad = DefaultIncastLoad
+	}
+	if r.StormInterval == 0 {
+		r.StormInterval = DefaultStormInterval
+	}
+	if r.StormPaused == 0 {
+		r.StormPaused = DefaultStormPaused
+	}
+	if r.RetransResent == 0 {
+		r.RetransResent = DefaultRetransResent
+	}
+	if r.CEMarks == 0 {
+		r.CEMarks = DefaultCEMarks
+	}
+	if r.MaxEvents == 0 {
+		r.MaxEvents = DefaultMaxEvents
+	}
+	switch {
+	case r.IncastSources < 2:
+		return fmt.Errorf("metrics: incast sources %d must be at least 2: %w", r.IncastSources, ErrConfig)
+	case !(r.IncastLoad > 0 && r.IncastLoad <= 1), !(r.StormPaused > 0 && r.StormPaused <= 1):
+		return fmt.Errorf("metrics: incast load %v and storm paused fraction %v must be in (0, 1]: %w", r.IncastLoad, r.StormPaused, ErrConfig)
+	case r.StormInterval < 0, r.RetransStall < 0:
+		return fmt.Errorf("metrics: storm interval %v and retransmission stall %v must not be negative: %w", r.StormInterval, r.RetransStall, ErrConfig)
+	case r.RetransResent < 1, r.CEMarks < 1, r.MaxEvents < 1:
+		return fmt.Errorf("metrics: retransmission resent %d, CE marks %d and max events %d must be at least 1: %w", r.RetransResent, r.CEMarks, r.MaxEvents, ErrConfig)
+	}
+	return nil
 }

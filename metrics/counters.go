@@ -39,6 +39,7 @@ const (
 	ReadLatencyUnmatched                // READ requests whose response was not seen
 	Fragments                           // IPv4/IPv6 fragments (counted other; not reassembled)
 	Filtered                            // frames the filters (Config.Filter) removed from the analysis
+	PFCUntracked                        // PFC frame priorities not followed per source MAC (too many sources)
 	numScalarCounter
 )
 
@@ -93,6 +94,7 @@ var counterNames = [numScalar]string{
 	ReadLatencyUnmatched: "read_latency_unmatched",
 	Fragments:            "fragments",
 	Filtered:             "filtered",
+	PFCUntracked:         "pfc_untracked",
 }
 
 // String returns the report key of a scalar counter.

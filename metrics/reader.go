@@ -16,6 +16,8 @@ type readerWindow struct {
 	from, to int64 // the part of the window the input covered, ns
 	counters Counters
 	cm       []CMMessage
+	pauses   []PauseRecord      // what PFC frames paused, per source MAC and priority
+	pauseAt  map[pauseKey]int32 // positions in pauses
 }
 
 // reader is the first stage: it decodes each frame once, counts the
@@ -28,6 +30,8 @@ type reader struct {
 	filter        *filter.Set // nil: every frame is analyzed
 	seed          uint64
 	winLen        int64
+	burst         int64   // burst interval, ns
+	quantumNS     float64 // ns a PFC pause quantum lasts
 	lateness      int64
 	started       bool  // the clock is set: a frame arrived, or a live capture started
 	maxT          int64 // the clock: the newest frame time (or wall-clock time, live), when started
@@ -42,6 +46,7 @@ type reader struct {
 	behind        int   // frames in a row older than every window still open
 	stepped       bool  // behind reached jumpConfirm: the clock stepped back
 	open          [2]*readerWindow
+	tracks        map[pauseKey]pauseTrack // PFC pauses per source MAC and priority
 
 	out   output               // where events, closed windows and marks go
 	stats func() capture.Stats // the source's running totals, or nil
@@ -71,7 +76,10 @@ func newReader(cfg *Config, out output) *reader {
 		filter:        cfg.Filter,
 		seed:          cfg.Seed,
 		winLen:        int64(cfg.Window),
+		burst:         int64(cfg.Burst),
+		quantumNS:     512 * 1e9 / cfg.LinkRate,
 		lateness:      int64(cfg.Lateness),
+		tracks:        make(map[pauseKey]pauseTrack),
 		high:          noWindow,
 		closedThrough: noWindow,
 		live:          cfg.Live,
@@ -176,6 +184,7 @@ func (r *reader) frame(f *capture.Frame) {
 			if p.Pause.Enable&(1<<prio) != 0 {
 				c[pfcFrameBase+prio]++
 				c[pfcQuantaBase+prio] += uint64(p.Pause.Quanta[prio])
+				r.pause(rw, p.SrcMAC, uint8(prio), p.Pause.Quanta[prio], t)
 			}
 		}
 	case decode.KindPause:
@@ -213,6 +222,8 @@ func (r *reader) roce(rw *readerWindow, f *capture.Frame, t int64) {
 	ev.sqp = p.DETH.SrcQP
 	ev.sport = sport
 	ev.opcode = op
+	ev.slot = r.slot(rw.index, t)
+	ev.aeth = p.AETH.Syndrome
 	fl := opFlags[op]
 	if p.ECNCE() {
 		fl |= evCE
@@ -269,6 +280,14 @@ func (r *reader) roce(rw *readerWindow, f *capture.Frame, t int64) {
 		rw.cm = append(rw.cm, CMMessage{Src: p.Src, Dst: p.Dst, AttrID: p.CM.AttrID,
 			LocalCommID: p.CM.LocalCommID, RemoteCommID: p.CM.RemoteCommID, LocalQPN: p.CM.LocalQPN})
 	}
+}
+
+// slot returns the burst slot of time t in window w: a frame counted in a
+// window it is not in (late, or held back by a time jump) is in its first
+// or last slot.
+func (r *reader) slot(w, t int64) uint32 {
+	off := min(max(t-w*r.winLen, 0), r.winLen-1)
+	return uint32(off / r.burst)
 }
 
 // opFlags holds the event flags each BTH opcode implies.

@@ -117,7 +117,8 @@ type FlowRecord struct {
 	SQP      uint32 // source QP, when SQPKnown
 	Sport    uint16 // UDP source port (RoCEv2), 0 otherwise
 	SQPKnown bool
-	hash     uint64 // Key's flow hash under the window's seed, for canonical order
+	hash     uint64   // Key's flow hash under the window's seed, for canonical order
+	Act      Activity // when in the window the flow sent, at the burst interval
 }
 
 // Get returns the value of counter c.
@@ -129,6 +130,7 @@ func (r *FlowRecord) merge(o *FlowRecord) {
 		r.C[i] += o.C[i]
 	}
 	r.Ops.Merge(&o.Ops)
+	r.Act.merge(&o.Act)
 	if !r.SQPKnown && o.SQPKnown {
 		r.SQP, r.SQPKnown = o.SQP, true
 	}

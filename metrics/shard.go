@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"math"
 	"math/bits"
 
 	"github.com/rocescope/rocescope/decode"
@@ -18,9 +19,11 @@ type event struct {
 	psn     uint32
 	dmaLen  uint32 // RETH DMA length of a READ request
 	sqp     uint32 // DETH source QP when evSQP
+	slot    uint32 // burst slot of time in window win
 	sport   uint16 // UDP source port, 0 for RoCEv1 and IB
 	flags   uint16
 	opcode  decode.Opcode
+	aeth    uint8 // AETH syndrome when evNAK or evRNR
 }
 
 // Event flags, computed once by the reader stage.
@@ -69,8 +72,10 @@ type pending struct {
 const (
 	entSQPKnown uint8 = 1 << iota
 	entPSNValid
-	entGap   // a gap left PSNs [gapLo, gapHi) missing
-	entNAKed // the responder NAKed since the last gap: what follows is resent
+	entGap        // a gap left PSNs [gapLo, gapHi) missing
+	entNAKed      // the responder NAKed since the last gap: what follows is resent
+	entEpisode    // a retransmission episode is going on
+	entEpRecorded // the episode has its record at epAt in window win's list
 )
 
 // entry is the state of one flow in a worker's QP table: the flow's
@@ -80,37 +85,64 @@ const (
 // copied into the window's flow list once, when the flow moves on to a newer
 // window or the window closes.
 //
-// An entry is 512 bytes, a multiple of the cache line, and the slab is
+// An entry is 640 bytes, a multiple of the cache line, and the slab is
 // page-aligned, so each field sits at a known line: a frame touches lines 0
-// and 1 (hash, key, opcode mix), 2 (bytes, payload, packets) and 5 (PSN and
-// pairing state), and handleBatch fetches those ahead.
+// and 1 (hash, key, opcode mix), 2 (bytes, payload, packets) and 6 (the
+// burst slot accumulator, PSN tracking, pairing, the path MTU), and
+// handleBatch fetches those ahead. The activity profile (rec.Act, lines
+// 4-6) is touched when the flow's burst slot changes; line 7 when its
+// window changes, on PSN gaps and retransmissions; lines 8-9 for latency.
 type entry struct {
-	hash    uint64
-	win     int64      // window whose counters rec holds, noWindow when it holds none
-	rec     FlowRecord // counters in window win; rec.Key is the flow's key
-	lastWin int64      // last window with a packet; freeEntry when the slab entry is free
-	prevWin int64      // window of the record at prevRec, noWindow for none
-	prevRec int32      // position of the flow's record in window prevWin's flow list
-	peer    int32      // slab position of the reverse direction, -1 if unknown
-	sqp     uint32
+	hash uint64
+	win  int64      // window whose counters rec holds, noWindow when it holds none
+	rec  FlowRecord // counters in window win; rec.Key is the flow's key
+
+	// The burst slot accumulator: the slot of window win the flow sends
+	// in now, and rec's counters when the slot began (mod 2^32, so a
+	// slot holds less than 4 GiB: the burst interval is at most 10ms).
+	// The slot is folded into rec.Act when the flow moves on to another.
+	slot      uint32 // the slot + 1; 0 for none
+	slotBytes uint32 // FlowBytes
+	slotCE    uint32 // FlowECNCE
+	slotCNP   uint32 // FlowCNPCarried
+
 	epsn    uint32 // expected PSN of the next request
 	slack   uint32 // PSNs the next request may skip without a gap
-	pmtu    uint32 // path MTU learned from full-size packets, 0 if unknown
-	pmtuMin uint32 // lower bound of the path MTU from ONLY packets, 0 if none
-	gapLo   uint32 // first PSN the last gap skipped
-	gapHi   uint32 // PSN that ended the last gap
-	sport   uint16
+	peer    int32  // slab position of the reverse direction, -1 if unknown
 	flags   uint8
 	pendAt  uint8 // next pending slot to overwrite
-	pend    [pendSize]pending
-	_       [24]byte // to entrySize
+	sport   uint16
+	pmtu    uint32 // path MTU learned from full-size packets, 0 if unknown
+	pmtuMin uint32 // lower bound of the path MTU from ONLY packets, 0 if none
+	lastReq int64  // time of the last request frame
+
+	lastWin int64 // last window with a packet; freeEntry when the slab entry is free
+	prevWin int64 // window of the record at prevRec, noWindow for none
+	prevRec int32 // position of the flow's record in window prevWin's flow list
+	sqp     uint32
+	gapLo   uint32 // first PSN the last gap skipped
+	gapHi   uint32 // PSN that ended the last gap
+
+	// Retransmission episodes (Retransmission): the NAK the next one is
+	// caused by, and the one going on.
+	nakAt     int64 // time of a NAK or RNR NAK since the last episode, 0 for none
+	epTrouble int64
+	epPSN     uint32 // first PSN sent again
+	epAt      int32  // position of the flow's last record in window win's list, -1 for none
+	epStall   uint32 // ns from the trouble to the first frame sent again (saturates at 2^32-1)
+	nakSyn    uint8  // AETH syndrome of the NAK at nakAt
+	epCause   Cause
+	epCode    uint8
+	epN       uint8 // records of the flow in window win's list
+
+	pend [pendSize]pending
 }
 
 // entrySize is the size of an entry (TestEntryLayout checks it).
-const entrySize = 512
+const entrySize = 640
 
 func (e *entry) init(key FlowKey, h uint64) {
-	*e = entry{hash: h, win: noWindow, lastWin: noWindow, prevWin: noWindow, peer: -1}
+	*e = entry{hash: h, win: noWindow, lastWin: noWindow, prevWin: noWindow, peer: -1, epAt: -1}
 	e.rec.Key = key
 }
 
@@ -256,11 +288,38 @@ func (s *shard) drain() []*Window {
 }
 
 // materialize appends the counters e holds to the flow list of win, the
-// open window they belong to, and empties e's current window.
+// open window they belong to, and empties e's current window: it folds the
+// burst slot e accumulates into the flow's activity profile, and marks the
+// record of a retransmission episode still going on.
 func (s *shard) materialize(e *entry, win *Window) {
+	e.endSlot()
+	if e.flags&(entEpisode|entEpRecorded) == entEpisode|entEpRecorded {
+		win.Retrans[e.epAt].Ongoing = true
+	}
+	e.flags &^= entEpRecorded
+	e.epAt, e.epN = -1, 0
 	e.prevWin, e.prevRec = e.win, int32(len(win.Flows))
 	e.win = noWindow
 	e.stamp(addFlow(win, &e.rec))
+}
+
+// startSlot ends the burst slot e accumulates, if any, and starts slot
+// (of window e.win) with rec's counters before the frame that is in it.
+func (e *entry) startSlot(slot uint32) {
+	e.endSlot()
+	c := &e.rec.C
+	e.slot, e.slotBytes, e.slotCE, e.slotCNP = slot+1, uint32(c[FlowBytes]), uint32(c[FlowECNCE]), uint32(c[FlowCNPCarried])
+}
+
+// endSlot folds the burst slot e accumulates into the activity profile.
+func (e *entry) endSlot() {
+	if e.slot == 0 {
+		return
+	}
+	c := &e.rec.C
+	e.rec.Act.add(Run{Start: e.slot - 1, End: e.slot, Bytes: uint64(uint32(c[FlowBytes]) - e.slotBytes),
+		ECNCE: uint32(c[FlowECNCE]) - e.slotCE, CNP: uint32(c[FlowCNPCarried]) - e.slotCNP})
+	e.slot = 0
 }
 
 // addFlow appends a copy of r to the flow list of win and returns it. The
@@ -322,7 +381,7 @@ func (s *shard) handleBatch(evs []event) {
 	for _, idx := range home {
 		if idx != 0 {
 			e := t.at(int32(idx - 1))
-			sum += e.hash + e.rec.C[FlowPackets] + uint64(e.epsn) // lines 0, 2 and 5 (and 1, 3, 4 beside them)
+			sum += e.hash + e.rec.C[FlowPackets] + uint64(e.epsn) // lines 0, 2 and 6 (and 1, 3, 7 beside them)
 		}
 	}
 	s.warm += sum
@@ -343,6 +402,13 @@ func (s *shard) handle(ev *event) {
 	}
 	e := s.tab.at(idx)
 	r := s.counters(idx, e, win)
+	if r == &e.rec {
+		if e.slot != ev.slot+1 {
+			e.startSlot(s.slotIn(win, ev))
+		}
+	} else {
+		r.Act.add(frameRun(s.slotIn(win, ev), ev))
+	}
 	r.C[FlowBytes] += uint64(ev.wire)
 	r.C[FlowPayloadBytes] += uint64(ev.payload)
 	r.C[FlowPackets]++
@@ -355,17 +421,47 @@ func (s *shard) handle(ev *event) {
 		e.sqp, e.flags = ev.sqp, e.flags|entSQPKnown
 	}
 	if f&(evNAK|evRNR) != 0 && e.peer >= 0 {
-		s.tab.at(e.peer).flags |= entNAKed
+		// The NAK asks the requester, on the reverse direction, to
+		// send again: the cause of its next retransmission episode.
+		req := s.tab.at(e.peer)
+		req.flags |= entNAKed
+		req.nakAt, req.nakSyn = ev.time, ev.aeth
 	}
 	if f&(evFullMTU|evOnly) != 0 {
 		s.learnMTU(e, ev)
 	}
 	if f&evRequest != 0 {
 		s.trackPSN(e, r, win, ev)
+		e.lastReq = ev.time
 	}
 	if f&(evReadRespHead|evAck) != 0 && e.peer >= 0 {
 		s.matchLatency(e, win, ev)
 	}
+}
+
+// slotIn returns the burst slot of ev in win, the window it counts in: its
+// own slot, or for a frame counted in another window than its own (late),
+// the first or last slot of win.
+func (s *shard) slotIn(win *Window, ev *event) uint32 {
+	switch w := win.Index(); {
+	case ev.win == w:
+		return ev.slot
+	case ev.win < w:
+		return 0
+	}
+	return uint32(win.Length/win.Burst - 1)
+}
+
+// frameRun returns the run of one frame in slot.
+func frameRun(slot uint32, ev *event) Run {
+	r := Run{Start: slot, End: slot + 1, Bytes: uint64(ev.wire)}
+	if ev.flags&evCE != 0 {
+		r.ECNCE = 1
+	}
+	if ev.flags&evCNP != 0 {
+		r.CNP = 1
+	}
+	return r
 }
 
 // countFlags counts the rarer per-frame facts.
@@ -399,7 +495,7 @@ func (s *shard) counters(idx int32, e *entry, win *Window) *FlowRecord {
 			s.materialize(e, s.open[e.win&1])
 		}
 		e.rec = FlowRecord{Key: e.rec.Key}
-		e.win = w
+		e.win, e.slot = w, 0
 		e.lastWin = max(e.lastWin, w)
 		s.active[w&1] = append(s.active[w&1], idx)
 		return &e.rec
@@ -533,10 +629,11 @@ func (s *shard) trackPSN(e *entry, r *FlowRecord, win *Window, ev *event) {
 			}
 			r.C[FlowRetransmits]++
 			win.Counters[Retransmits]++
+			s.resent(e, win, ev)
 			return
 		}
 	}
-	e.flags |= entPSNValid
+	e.flags = e.flags&^entEpisode | entPSNValid // a new PSN ends an episode
 	n, slack := uint32(1), uint32(0)
 	if ev.flags&evReadReq != 0 {
 		// A READ request consumes one PSN per response packet: exactly
@@ -563,6 +660,46 @@ func (s *shard) trackPSN(e *entry, r *FlowRecord, win *Window, ev *event) {
 		*p = pending{t: ev.time, psn: ev.psn, kind: kind}
 		e.pendAt = (e.pendAt + 1) % pendSize
 	}
+}
+
+// resent accounts a request frame of e sent again: the first of an episode
+// takes its cause from the NAK or RNR NAK the responder sent since the last
+// episode, else it is a timeout, stalled since the flow's last request. The
+// frame counts in the episode's record in win's list, which it makes when
+// the episode has none there yet; a flow has at most maxEpisodes records
+// in a window, and later episodes count into its last one. A late frame
+// (win is not the flow's current window) counts in the retransmits only.
+func (s *shard) resent(e *entry, win *Window, ev *event) {
+	if e.flags&entEpisode == 0 {
+		e.flags = e.flags&^entEpRecorded | entEpisode
+		e.epTrouble, e.epCause, e.epCode = e.lastReq, CauseTimeout, 0
+		if e.nakAt != 0 {
+			e.epTrouble, e.epCause, e.epCode = e.nakAt, CauseNAK, e.nakSyn&31
+			if e.nakSyn>>5 == 1 {
+				e.epCause = CauseRNR
+			}
+		}
+		e.nakAt = 0
+		e.epPSN = ev.psn
+		e.epStall = uint32(min(max(ev.time-e.epTrouble, 0), math.MaxUint32))
+	}
+	if e.win != win.Index() {
+		return
+	}
+	if e.flags&entEpRecorded == 0 {
+		e.flags |= entEpRecorded
+		if e.epN < maxEpisodes {
+			e.epAt, e.epN = int32(len(win.Retrans)), e.epN+1
+			trouble := e.epTrouble - win.Start
+			win.Retrans = append(win.Retrans, Retransmission{Key: e.rec.Key, Trouble: trouble,
+				First: trouble + int64(e.epStall), FirstPSN: e.epPSN, Cause: e.epCause, NAKCode: e.epCode})
+		} else {
+			win.Retrans[e.epAt].Merged = true
+		}
+	}
+	rec := &win.Retrans[e.epAt]
+	rec.Resent++
+	rec.Last = ev.time - win.Start
 }
 
 // matchLatency pairs a READ response head or an ACK on e with the pending

@@ -14,26 +14,31 @@ import (
 	"github.com/rocescope/rocescope/sketch"
 )
 
-// State encoding of a Window. A window of segment 0 is written as version 2,
-// which has no segment, so that a rocescope that reads only version 2 (an
-// older merger) still reads it; a window of a later segment is written as
-// version 3, and a version 3 state of segment 0 is refused as not
-// canonical. A state is self-describing and carries a checksum:
+// State encoding of a Window, version 4; versions 2 (no segment) and 3 (a
+// segment, when not 0) are still read, as windows without the diagnoses'
+// state. A state is self-describing and carries a checksum:
 //
 //	magic "RSCOPEWS" | version u8 | body | crc32c(magic..body) u32
 //
-// body, integers big-endian unless marked uvarint, strings as uvarint length
-// and bytes:
+// body, integers big-endian unless marked uvarint (varint: zigzag), strings
+// as uvarint length and bytes:
 //
 //	start i64 | length i64 | covered part: uvarint from, uvarint to (ns after start)
-//	segment: uvarint (version 3 only) | hosts: uvarint n, n strings
+//	segment: uvarint (version 3: only there, and not 0)
+//	hosts: uvarint n, n strings
 //	sketch config: seed u64 | distinct bits, cm depth, cm width, top-k size: uvarint
+//	burst interval: uvarint ns, 0 for none (version 4)
 //	counters: uvarint n, n × (name string | uvarint value), non-zero only;
 //	          section counters are named "opcode/<i>", "pfc_frames/<i>", ...
 //	flow counter names: uvarint n, n strings (the column order below)
 //	flows: uvarint n, n × (key 38 bytes | sqp u32 | flags u8 | sport u16 |
-//	       one uvarint per flow counter name | uvarint k, k × (op u8 | uvarint n) | uvarint other)
+//	       one uvarint per flow counter name | uvarint k, k × (op u8 | uvarint n) | uvarint other |
+//	       activity (version 4): uvarint r, r × uvarint (start slot | slots | bytes | ecn-ce | cnp))
 //	cm: uvarint n, n × (src 17 | dst 17 | attr u16 | local comm u32 | remote comm u32 | qpn u32)
+//	pauses (version 4): uvarint n, n × (mac 6 | priority u8 | uvarint frames |
+//	       uvarint r, r × (varint start (ns from the window start) | uvarint ns, paused ns, frames))
+//	retransmissions (version 4): uvarint n, n × (key 38 | varint trouble, first, last (ns from the
+//	       window start) | uvarint first psn | uvarint resent | cause u8 | nak code u8 | flags u8)
 //	sketches: uvarint n, n × (name string | uvarint len | sketch encoding)
 //
 // Counters are written by name so that a reader can tell a state from a
@@ -42,7 +47,7 @@ import (
 // encode to equal bytes.
 const (
 	stateMagic   = "RSCOPEWS"
-	stateVersion = 3 // 2: the covered part of the window; 3: the segment, when not 0
+	stateVersion = 4 // 2: the covered part of the window; 3: the segment, when not 0; 4: the diagnoses' state
 	// oldestVersion is the oldest state version decoded.
 	oldestVersion = 2
 )
@@ -91,19 +96,13 @@ var counterIndex = func() map[string]int {
 func (w *Window) AppendBinary(b []byte) ([]byte, error) {
 	start := len(b)
 	b = append(b, stateMagic...)
-	if w.Segment == 0 {
-		b = append(b, oldestVersion)
-	} else {
-		b = append(b, stateVersion)
-	}
+	b = append(b, stateVersion)
 	b = binary.BigEndian.AppendUint64(b, uint64(w.Start))
 	b = binary.BigEndian.AppendUint64(b, uint64(w.Length))
 	from, to := w.covered()
 	b = binary.AppendUvarint(b, uint64(from-w.Start))
 	b = binary.AppendUvarint(b, uint64(to-w.Start))
-	if w.Segment != 0 {
-		b = binary.AppendUvarint(b, uint64(w.Segment))
-	}
+	b = binary.AppendUvarint(b, uint64(w.Segment))
 	b = binary.AppendUvarint(b, uint64(len(w.Hosts)))
 	for _, h := range w.Hosts {
 		b = appendString(b, h)
@@ -113,6 +112,7 @@ func (w *Window) AppendBinary(b []byte) ([]byte, error) {
 	for _, v := range []int{sc.DistinctBits, sc.CMDepth, sc.CMWidth, sc.TopKSize} {
 		b = binary.AppendUvarint(b, uint64(v))
 	}
+	b = binary.AppendUvarint(b, uint64(w.Burst))
 
 	n := 0
 	for _, v := range w.Counters {
@@ -156,6 +156,13 @@ func (w *Window) AppendBinary(b []byte) ([]byte, error) {
 			b = binary.AppendUvarint(b, f.Ops.N[j])
 		}
 		b = binary.AppendUvarint(b, f.Ops.Other)
+		runs := f.Act.Runs()
+		b = binary.AppendUvarint(b, uint64(len(runs)))
+		for _, r := range runs {
+			for _, v := range [...]uint64{uint64(r.Start), uint64(r.End - r.Start), r.Bytes, uint64(r.ECNCE), uint64(r.CNP)} {
+				b = binary.AppendUvarint(b, v)
+			}
+		}
 	}
 
 	b = binary.AppendUvarint(b, uint64(len(w.CM)))
@@ -167,6 +174,8 @@ func (w *Window) AppendBinary(b []byte) ([]byte, error) {
 		b = binary.BigEndian.AppendUint32(b, m.RemoteCommID)
 		b = binary.BigEndian.AppendUint32(b, m.LocalQPN)
 	}
+	b = w.appendPauses(b)
+	b = w.appendRetrans(b)
 
 	sketches := w.sketches()
 	b = binary.AppendUvarint(b, uint64(len(sketches)))
@@ -180,6 +189,54 @@ func (w *Window) AppendBinary(b []byte) ([]byte, error) {
 		b = append(b, enc...)
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli)), nil
+}
+
+// appendPauses appends the pause records of w.
+func (w *Window) appendPauses(b []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(w.Pauses)))
+	for i := range w.Pauses {
+		p := &w.Pauses[i]
+		b = append(append(b, p.MAC[:]...), p.Priority)
+		b = binary.AppendUvarint(b, p.Frames)
+		runs := p.RunList()
+		b = binary.AppendUvarint(b, uint64(len(runs)))
+		for _, r := range runs {
+			b = binary.AppendVarint(b, r.Start)
+			for _, v := range [...]uint64{uint64(r.End - r.Start), uint64(r.Paused), r.Frames} {
+				b = binary.AppendUvarint(b, v)
+			}
+		}
+	}
+	return b
+}
+
+// Flags of a retransmission record in a state.
+const (
+	retransOngoing = 1 << iota
+	retransMerged
+)
+
+// appendRetrans appends the retransmission records of w.
+func (w *Window) appendRetrans(b []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(w.Retrans)))
+	for i := range w.Retrans {
+		r := &w.Retrans[i]
+		b = r.Key.appendBinary(b)
+		for _, t := range [...]int64{r.Trouble, r.First, r.Last} {
+			b = binary.AppendVarint(b, t)
+		}
+		b = binary.AppendUvarint(b, uint64(r.FirstPSN))
+		b = binary.AppendUvarint(b, uint64(r.Resent))
+		var flags byte
+		if r.Ongoing {
+			flags |= retransOngoing
+		}
+		if r.Merged {
+			flags |= retransMerged
+		}
+		b = append(b, byte(r.Cause), r.NAKCode, flags)
+	}
+	return b
 }
 
 // namedSketch is one sketch of a window, for encoding.
@@ -309,6 +366,19 @@ func (r *stateReader) count(min int) int {
 	return int(v)
 }
 
+func (r *stateReader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b[r.off:])
+	if n <= 0 {
+		r.fail("bad varint")
+		return 0
+	}
+	r.off += n
+	return v
+}
+
 func (r *stateReader) string() string { return string(r.bytes(r.count(1))) }
 
 func (r *stateReader) addr() decode.Addr {
@@ -321,6 +391,83 @@ func (r *stateReader) addr() decode.Addr {
 		r.fail("address kind %d", kind)
 	}
 	return addrFrom(kind, [16]byte(x))
+}
+
+// activity reads an activity profile of a window of slots burst slots.
+func (r *stateReader) activity(a *Activity, slots uint64) {
+	n := r.count(5)
+	if n > ActivityRuns {
+		r.fail("%d activity runs, at most %d", n, ActivityRuns)
+		return
+	}
+	next := uint64(0) // the earliest slot the next run may start at
+	for i := range n {
+		start, length, bytes, ce, cnp := r.uvarint(), r.uvarint(), r.uvarint(), r.uvarint(), r.uvarint()
+		if r.err != nil {
+			return
+		}
+		if start < next || length == 0 || start > slots || length > slots-start || ce > math.MaxUint32 || cnp > math.MaxUint32 {
+			r.fail("activity run %d: slots %d+%d after slot %d of %d, marks %d, %d", i, start, length, next, slots, ce, cnp)
+			return
+		}
+		a[i] = Run{Start: uint32(start), End: uint32(start + length), Bytes: bytes, ECNCE: uint32(ce), CNP: uint32(cnp)}
+		next = start + length + 1 // runs that touch are one
+	}
+}
+
+// pauses reads the pause records of a window.
+func (r *stateReader) pauses(ps []PauseRecord) []PauseRecord {
+	for i := range r.count(9) {
+		var p PauseRecord
+		copy(p.MAC[:], r.bytes(6))
+		p.Priority = r.u8()
+		p.Frames = r.uvarint()
+		n := r.count(4)
+		if r.err == nil && (p.Priority > 7 || n > PauseRuns || i > 0 && comparePause(&ps[len(ps)-1], &p) >= 0) {
+			r.fail("pause record %d: priority %d, %d runs, or out of order", i, p.Priority, n)
+		}
+		for j := range n {
+			from, span, paused, frames := r.varint(), r.uvarint(), r.uvarint(), r.uvarint()
+			if r.err != nil {
+				break
+			}
+			if span == 0 || span > math.MaxInt64 || from > math.MaxInt64-int64(span) || paused > span || j > 0 && from <= p.Runs[j-1].End {
+				r.fail("pause run %d of record %d: %d+%d ns after the window start, paused %d", j, i, from, span, paused)
+				break
+			}
+			p.Runs[j] = PauseRun{Start: from, End: from + int64(span), Paused: int64(paused), Frames: frames}
+		}
+		if r.err != nil {
+			break
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// retrans reads the retransmission records of a window.
+func (r *stateReader) retrans(rs []Retransmission) []Retransmission {
+	for i := range r.count(flowKeyLen + 8) {
+		var x Retransmission
+		if kb := r.bytes(flowKeyLen); kb != nil {
+			x.Key = flowKeyFromBinary(kb)
+		}
+		x.Trouble, x.First, x.Last = r.varint(), r.varint(), r.varint()
+		psn, resent := r.uvarint(), r.uvarint()
+		cause, code, flags := r.u8(), r.u8(), r.u8()
+		if r.err != nil {
+			break
+		}
+		if x.Key.Src.Kind() > decode.AddrLID || x.Key.Dst.Kind() > decode.AddrLID || psn > psnMask || resent == 0 ||
+			resent > math.MaxUint32 || cause == 0 || cause >= byte(numCauses) || code > 31 || flags > retransOngoing|retransMerged {
+			r.fail("retransmission %d: psn %d, resent %d, cause %d, code %d, flags %d", i, psn, resent, cause, code, flags)
+			break
+		}
+		x.FirstPSN, x.Resent, x.Cause, x.NAKCode = uint32(psn), uint32(resent), Cause(cause), code
+		x.Ongoing, x.Merged = flags&retransOngoing != 0, flags&retransMerged != 0
+		rs = append(rs, x)
+	}
+	return rs
 }
 
 // UnmarshalBinary decodes a state written by [Window.AppendBinary] into w,
@@ -404,6 +551,7 @@ func (w *Window) decode(data []byte, reuse bool, maxSketchBytes int64) error {
 	var x Window
 	if reuse {
 		x.Hosts, x.Flows, x.CM, x.order = w.Hosts[:0], w.Flows[:0], w.CM[:0], w.order
+		x.Pauses, x.Retrans = w.Pauses[:0], w.Retrans[:0]
 	}
 	x.Start = int64(r.u64())
 	x.Length = int64(r.u64())
@@ -415,10 +563,11 @@ func (w *Window) decode(data []byte, reuse bool, maxSketchBytes int64) error {
 		r.fail("covered part %d-%d of a window of %d", from, to, x.Length)
 	}
 	x.From, x.To = x.Start+int64(from), x.Start+int64(to)
-	if body[len(stateMagic)] == stateVersion {
+	version := body[len(stateMagic)]
+	if version >= 3 {
 		seg := r.uvarint()
-		if r.err == nil && (seg == 0 || seg > math.MaxUint32) {
-			r.fail("segment %d in a version 3 state", seg)
+		if r.err == nil && (seg == 0 && version == 3 || seg > math.MaxUint32) {
+			r.fail("segment %d in a version %d state", seg, version)
 		}
 		x.Segment = uint32(seg)
 	}
@@ -437,6 +586,17 @@ func (w *Window) decode(data []byte, reuse bool, maxSketchBytes int64) error {
 			r.fail("sketch dimension %d", v)
 		} else {
 			*p = int(v)
+		}
+	}
+	var slots uint64 // burst slots in the window
+	if version >= 4 {
+		// 0 for a window merged from states without activity profiles.
+		x.Burst = int64(r.uvarint())
+		if r.err == nil && x.Burst != 0 && (x.Burst < 0 || x.Length%x.Burst != 0 || x.Length/x.Burst > math.MaxUint32) {
+			r.fail("burst interval %d ns in a window of %d ns", x.Burst, x.Length)
+		}
+		if r.err == nil && x.Burst > 0 {
+			slots = uint64(x.Length / x.Burst)
 		}
 	}
 	for range r.count(2) {
@@ -484,6 +644,9 @@ func (w *Window) decode(data []byte, reuse bool, maxSketchBytes int64) error {
 			}
 		}
 		f.Ops.Other = r.uvarint()
+		if version >= 4 {
+			r.activity(&f.Act, slots)
+		}
 		if r.err != nil {
 			break
 		}
@@ -492,6 +655,10 @@ func (w *Window) decode(data []byte, reuse bool, maxSketchBytes int64) error {
 	}
 	for range r.count(17 + 17 + 14) {
 		x.CM = append(x.CM, CMMessage{Src: r.addr(), Dst: r.addr(), AttrID: r.u16(), LocalCommID: r.u32(), RemoteCommID: r.u32(), LocalQPN: r.u32()})
+	}
+	if version >= 4 {
+		x.Pauses = r.pauses(x.Pauses)
+		x.Retrans = r.retrans(x.Retrans)
 	}
 	if size := x.sketchConfig.bytes(); r.err == nil && maxSketchBytes > 0 && size > maxSketchBytes {
 		r.fail("sketches of %d bytes (%d distinct bits, count-min %d×%d, top-k %d), the limit is %d: %w",

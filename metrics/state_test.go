@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,19 +51,23 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 }
 
-// TestStateSegment: a window of segment 0 is written as a version 2 state
-// (which an older rocescope reads), one of a later segment as version 3
-// with its segment, and both decode to what was written; a version 3 state
-// of segment 0 (built here by hand from the version 2 one: version byte 3,
-// a segment byte 0 after start, length and the covered part, the checksum
-// computed again) is refused as not canonical.
-func TestStateSegment(t *testing.T) {
-	w := runEngine(t, &Config{Workers: 1, Host: "h"}, &testframes.Source{Frames: testframes.Trace().Frames, Per: 4})[0]
+// TestStateVersions: a window of any segment is written as a version 4
+// state with its segment, and decodes to what was written. States of
+// versions 2 and 3 (testdata/state-v2.bin and state-v3.bin, the two windows
+// of the hand-made trace as the engine of commit ac4ba8c wrote them, the
+// second in segment 3) still decode, with the counters and flow records the
+// engine finds now and no diagnoses' state, and encode again as version 4;
+// a version 3 state of segment 0 (built here by hand from the version 2
+// one: version byte 3, a segment byte 0 after start, length and the covered
+// part, the checksum computed again) is refused as not canonical.
+func TestStateVersions(t *testing.T) {
+	wins := runEngine(t, &Config{Workers: 1, Host: "h"}, &testframes.Source{Frames: testframes.Trace().Frames, Per: 4})
+	w := wins[0]
 	for _, seg := range []uint32{0, 7} {
 		w.Segment = seg
 		b := encodeWindow(t, w)
-		if v, want := b[len(stateMagic)], map[bool]byte{true: 2, false: 3}[seg == 0]; v != want {
-			t.Errorf("segment %d: version %d, want %d", seg, v, want)
+		if v := b[len(stateMagic)]; v != stateVersion {
+			t.Errorf("segment %d: version %d, want %d", seg, v, stateVersion)
 		}
 		got := Window{Segment: 9}
 		if err := got.UnmarshalBinary(b); err != nil || got.Segment != seg || !bytes.Equal(encodeWindow(t, &got), b) {
@@ -68,7 +75,34 @@ func TestStateSegment(t *testing.T) {
 		}
 	}
 	w.Segment = 0
-	v2 := encodeWindow(t, w)
+	var v2 []byte
+	for i, name := range []string{"state-v2.bin", "state-v3.bin"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			v2 = b
+		}
+		var old Window
+		if err := old.UnmarshalBinary(b); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		want := wins[i]
+		flows := slices.Clone(want.Flows)
+		for k := range flows {
+			flows[k].Act = Activity{}
+		}
+		if old.Segment != uint32(3*i) || old.Burst != 0 || old.Counters != want.Counters || len(old.Pauses)+len(old.Retrans) != 0 ||
+			!cmp.Equal(old.Flows, flows, addrEqual) {
+			t.Errorf("%s: segment %d, burst %d, %d pause and %d retransmission records, or counters or flows differ from the engine's",
+				name, old.Segment, old.Burst, len(old.Pauses), len(old.Retrans))
+		}
+		var again Window
+		if err := again.UnmarshalBinary(encodeWindow(t, &old)); err != nil || !cmp.Equal(again.Flows, old.Flows, addrEqual) || again.Counters != old.Counters {
+			t.Errorf("%s encoded as version %d: %v, or flows or counters differ", name, stateVersion, err)
+		}
+	}
 	at := StateHeaderLen + 16
 	for range 2 { // from and to, uvarints
 		_, n := binary.Uvarint(v2[at:])
@@ -175,8 +209,15 @@ func TestMergeRejectsMismatch(t *testing.T) {
 func FuzzWindowState(f *testing.F) {
 	tr := testframes.Trace()
 	for i, w := range runEngine(&testing.T{}, &Config{Workers: 1, Host: "h"}, &testframes.Source{Frames: tr.Frames, Per: 4}) {
-		w.Segment = uint32(i) // versions 2 and 3
+		w.Segment = uint32(i)
 		f.Add(encodeWindow(f, w))
+	}
+	for _, name := range []string{"state-v2.bin", "state-v3.bin"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var w Window
@@ -187,8 +228,18 @@ func FuzzWindowState(f *testing.F) {
 			}
 			return
 		}
-		if again := encodeWindow(t, &w); !bytes.Equal(again, data) {
-			t.Fatalf("accepted state does not encode back to its bytes")
+		again := encodeWindow(t, &w)
+		if data[len(stateMagic)] == stateVersion {
+			if !bytes.Equal(again, data) {
+				t.Fatalf("accepted state does not encode back to its bytes")
+			}
+			return
+		}
+		// An older version encodes as the current one, which encodes
+		// back to its bytes.
+		var x Window
+		if err := x.UnmarshalBinary(again); err != nil || !bytes.Equal(encodeWindow(t, &x), again) {
+			t.Fatalf("a version %d state encoded as version %d: %v, or does not encode back to its bytes", data[len(stateMagic)], stateVersion, err)
 		}
 	})
 }
@@ -267,8 +318,8 @@ func TestStateErrorsReadOnce(t *testing.T) {
 	if want := fmt.Sprintf("checksum %08x, want %08x: invalid window state", sum^1, sum); got == nil || got.Error() != want {
 		t.Errorf("flipped checksum: %v, want %q", got, want)
 	}
-	for _, v := range []byte{1, 4} {
-		want := fmt.Sprintf("state version %d, this rocescope reads versions 2 to 3: invalid window state", v)
+	for _, v := range []byte{1, 5} {
+		want := fmt.Sprintf("state version %d, this rocescope reads versions 2 to 4: invalid window state", v)
 		if got := new(Window).UnmarshalBinary([]byte("RSCOPEWS" + string(v))); got == nil || got.Error() != want {
 			t.Errorf("version %d: %v, want %q", v, got, want)
 		}

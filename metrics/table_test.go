@@ -110,9 +110,12 @@ func TestEntryLayout(t *testing.T) {
 		{"key", unsafe.Offsetof(e.rec) + unsafe.Offsetof(e.rec.Key), 0},
 		{"packets", unsafe.Offsetof(e.rec) + unsafe.Offsetof(e.rec.C) + 8*uintptr(FlowPackets), 2},
 		{"bytes", unsafe.Offsetof(e.rec) + unsafe.Offsetof(e.rec.C) + 8*uintptr(FlowBytes), 2},
-		{"epsn", unsafe.Offsetof(e.epsn), 5},
-		{"peer", unsafe.Offsetof(e.peer), 5},
-		{"flags", unsafe.Offsetof(e.flags), 5},
+		{"slot", unsafe.Offsetof(e.slot), 6},
+		{"epsn", unsafe.Offsetof(e.epsn), 6},
+		{"peer", unsafe.Offsetof(e.peer), 6},
+		{"flags", unsafe.Offsetof(e.flags), 6},
+		{"pmtu", unsafe.Offsetof(e.pmtu), 6},
+		{"lastReq", unsafe.Offsetof(e.lastReq), 6},
 	} {
 		if got := line(c.off); got != c.want {
 			t.Errorf("%s at offset %d, line %d, want line %d", c.name, c.off, got, c.want)

@@ -39,10 +39,19 @@ type Window struct {
 	// at the new time (see the package doc). Two states of one host and
 	// window from different segments hold different frames, and merge.
 	Segment uint32
+	// Burst is the burst interval of the flows' activity profiles, ns
+	// (Config.Burst); 0 in a state of a version before them.
+	Burst int64
 
 	Counters Counters
 	Flows    []FlowRecord // exact flow records; canonical (by flow hash, then key) after Normalize
 	CM       []CMMessage  // CM MADs seen, in arrival order per source
+	// Pauses are what PFC frames paused, per source MAC and priority;
+	// by MAC and priority after Normalize.
+	Pauses []PauseRecord
+	// Retrans are the flows' retransmission episodes (their parts in this
+	// window); by flow key and time after Normalize.
+	Retrans []Retransmission
 
 	Distinct     *sketch.Distinct      // distinct flows
 	FlowBytes    *sketch.CountMin      // bytes per flow
@@ -81,7 +90,7 @@ func (c *Config) sketchConfig() sketchConfig {
 // newWindow returns an empty window with sketches shaped by cfg.
 func newWindow(cfg *Config) (*Window, error) {
 	sc := cfg.sketchConfig()
-	w := &Window{sketchConfig: sc}
+	w := &Window{sketchConfig: sc, Burst: int64(cfg.Burst)}
 	var err error
 	if w.Distinct, err = sketch.NewDistinct(sketch.DistinctConfig{Bits: sc.DistinctBits, Seed: sc.Seed}); err != nil {
 		return nil, fmt.Errorf("metrics: distinct sketch: %w", err)
@@ -129,6 +138,8 @@ func (w *Window) reset(start, length int64) {
 	w.Counters = Counters{}
 	w.Flows = w.Flows[:0]
 	w.CM = w.CM[:0]
+	w.Pauses = w.Pauses[:0]
+	w.Retrans = w.Retrans[:0]
 	w.Distinct.Reset()
 	w.FlowBytes.Reset()
 	w.FlowPackets.Reset()
@@ -153,6 +164,11 @@ func (w *Window) merge(o *Window, disjoint bool) error {
 	if w.sketchConfig != o.sketchConfig {
 		return fmt.Errorf("metrics: merge window %d: sketch configuration %+v differs from %+v: %w", w.Start, o.sketchConfig, w.sketchConfig, ErrMismatch)
 	}
+	// A state of a version before activity profiles (burst 0) has none
+	// and merges with any.
+	if w.Burst != o.Burst && w.Burst != 0 && o.Burst != 0 {
+		return fmt.Errorf("metrics: merge window %d: burst interval %d ns differs from %d ns: %w", w.Start, o.Burst, w.Burst, ErrMismatch)
+	}
 	mergeTop := w.Top.Merge
 	if disjoint {
 		mergeTop = w.Top.MergeDisjoint
@@ -170,9 +186,12 @@ func (w *Window) merge(o *Window, disjoint bool) error {
 		}
 	}
 	w.cover(o.From, o.To)
+	w.Burst = max(w.Burst, o.Burst)
 	w.Counters.Add(&o.Counters)
 	w.Flows = append(w.Flows, o.Flows...)
 	w.CM = append(w.CM, o.CM...)
+	w.Pauses = append(w.Pauses, o.Pauses...)
+	w.Retrans = append(w.Retrans, o.Retrans...)
 	for _, h := range o.Hosts {
 		if i, found := slices.BinarySearch(w.Hosts, h); !found {
 			w.Hosts = slices.Insert(w.Hosts, i, h)
@@ -223,10 +242,14 @@ func (w *Window) rankFlows() {
 	}
 }
 
-// Normalize puts the flow list and the CM messages in canonical order,
-// merging records of the same flow (a flow split across hosts by packet).
+// Normalize puts the flow list, the CM messages, the pause records and the
+// retransmission records in canonical order, merging records of the same
+// flow (a flow split across hosts by packet) and of the same source MAC
+// and priority.
 func (w *Window) Normalize() {
 	w.Flows = w.order.normalize(w.Flows)
+	w.Pauses = normalizePauses(w.Pauses)
+	sortRetrans(w.Retrans)
 	slices.SortFunc(w.CM, func(a, b CMMessage) int {
 		if c := (FlowKey{Src: a.Src, Dst: a.Dst}).Compare(FlowKey{Src: b.Src, Dst: b.Dst}); c != 0 {
 			return c

@@ -703,7 +703,7 @@ func TestMergeRejectsBadInput(t *testing.T) {
 			says: "state at offset 0: length 2147483649 is not that of a state (17 to 2147483648 bytes): invalid window state"},
 		{name: "length short by one", file: edit(func(b []byte) []byte { binary.BigEndian.PutUint32(b, frame-1); return b }), says: "checksum"},
 		{name: "trailing bytes", args: []string{trailing}, file: trailing, says: fmt.Sprintf("state at offset %d: cut after 2 bytes: unexpected EOF: invalid window state", 4+frame)},
-		{name: "version", file: edit(func(b []byte) []byte { b[4+8] = 9; return b }), says: "state at offset 0: state version 9, this rocescope reads versions 2 to 3: invalid window state"},
+		{name: "version", file: edit(func(b []byte) []byte { b[4+8] = 9; return b }), says: "state at offset 0: state version 9, this rocescope reads versions 2 to 4: invalid window state"},
 		{name: "not a state", file: write([]byte("\x00\x00\x00\x10GET / HTTP/1.1\r\n")), says: "rsstate: not a rocescope state file: invalid window state"},
 		{name: "not a state, long", file: write(bytes.Repeat([]byte("x"), 1<<20)), says: "rsstate: not a rocescope state file: invalid window state"},
 		{name: "empty", file: write(nil), says: "no window state in the file: invalid window state"},

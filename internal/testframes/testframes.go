@@ -72,6 +72,18 @@ func AETH(syndrome uint8, msn uint32) []byte {
 	return []byte{syndrome, byte(msn >> 16), byte(msn >> 8), byte(msn)}
 }
 
+// PFC returns a 64-byte 802.1Qbb PFC frame from src with class-enable
+// vector enable and the pause quanta of each priority.
+func PFC(src [6]byte, enable uint8, quanta [8]uint16) []byte {
+	b := []byte{0x01, 0x80, 0xc2, 0, 0, 1}
+	b = append(b, src[:]...)
+	b = append(b, 0x88, 0x08, 0x01, 0x01, 0, enable)
+	for _, q := range quanta {
+		b = binary.BigEndian.AppendUint16(b, q)
+	}
+	return append(b, make([]byte, 26)...)
+}
+
 // Source is a capture.Source over frames made in a test, delivered Per at a
 // time (at least one) so that batches end at arbitrary places.
 type Source struct {
@@ -201,13 +213,7 @@ func Trace() *HandTrace {
 	roce(0, fe, "messages", "fecn")
 
 	// A PFC frame pausing priorities 3 (quanta 0xffff) and 5 (7).
-	pfc := []byte{0x01, 0x80, 0xc2, 0, 0, 1, 0x02, 0, 0, 0, 0, 9, 0x88, 0x08, 0x01, 0x01, 0, 0x28}
-	for p := range 8 {
-		q := map[int]uint16{3: 0xffff, 5: 7}[p]
-		pfc = binary.BigEndian.AppendUint16(pfc, q)
-	}
-	pfc = append(pfc, make([]byte, 26)...)
-	add(0, pfc, 64)
+	add(0, PFC([6]byte{0x02, 0, 0, 0, 0, 9}, 0x28, [8]uint16{3: 0xffff, 5: 7}), 64)
 	w0 := tr.Want[0]
 	w0["other_packets"]++
 	w0["pfc_frames/3"]++

@@ -180,6 +180,7 @@ var counterHelp = [metrics.NumScalar]string{
 	metrics.ReadLatencyUnmatched: "READ requests whose response was not seen.",
 	metrics.Fragments:            "IPv4 and IPv6 fragments (counted as other, not reassembled).",
 	metrics.Filtered:             "Frames the capture filter expression or the RoCE filter removed from the analysis.",
+	metrics.PFCUntracked:         "PFC frame priorities not followed per source MAC (more sources than tracked).",
 }
 
 // exposition appends the text format 0.0.4.

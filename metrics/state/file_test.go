@@ -65,7 +65,7 @@ var fuzzConfig = metrics.Config{Workers: 1, Host: "h", CMWidth: 256, DistinctBit
 // ends inside that state's frame.
 func FuzzStateReader(f *testing.F) {
 	data := stateFile(f)
-	const magic = "RSCOPEWS" // then a version byte, 2 or 3 read
+	const magic = "RSCOPEWS" // then a version byte, 2 to 4 read
 	f.Add(data)
 	f.Add(data[:len(data)-1])
 	f.Add(append(bytes.Clone(data), 0, 0, 0))
@@ -92,7 +92,7 @@ func FuzzStateReader(f *testing.F) {
 				header := func(n int) bool { // data holds a prefix of the first n bytes of a state's header at off
 					h := data[min(off+4, len(data)):min(off+4+n, len(data))]
 					m := min(len(h), len(magic))
-					return string(h[:m]) == magic[:m] && (len(h) == m || h[m] == 2 || h[m] == 3)
+					return string(h[:m]) == magic[:m] && (len(h) == m || h[m] >= 2 && h[m] <= 4)
 				}
 				if off == 0 && !header(8) {
 					named = "fuzz.states: not a rocescope state file"

@@ -13,8 +13,9 @@ var ErrTooLarge = errors.New("state part larger than a record may be")
 
 // split returns the encodings of windows whose merge is w, each at most
 // limit bytes; enc is the encoding of w. A state that fits is returned as
-// it is. Otherwise the first part holds the counters and CM messages, each
-// sketch goes whole into the first part with room for it, and the flows
+// it is. Otherwise the first part holds the counters, CM messages, pause
+// and retransmission records, each sketch goes whole into the first part
+// with room for it, and the flows
 // (normalized, so sorted by key) are dealt out in runs, each part with
 // empty sketches of w's configuration.
 func split(w *metrics.Window, enc []byte, limit int) ([][]byte, error) {
@@ -27,7 +28,7 @@ func split(w *metrics.Window, enc []byte, limit int) ([][]byte, error) {
 	if err := blank.UnmarshalBinary(enc); err != nil {
 		return nil, err
 	}
-	blank.Counters, blank.CM, blank.Flows = metrics.Counters{}, nil, nil
+	blank.Counters, blank.CM, blank.Flows, blank.Pauses, blank.Retrans = metrics.Counters{}, nil, nil, nil, nil
 	blank.Distinct.Reset()
 	blank.FlowBytes.Reset()
 	blank.FlowPackets.Reset()
@@ -44,9 +45,10 @@ func split(w *metrics.Window, enc []byte, limit int) ([][]byte, error) {
 		return b, nil
 	}
 
-	// The counters, CM messages and sketches, packed greedily.
+	// The counters, CM messages, pause and retransmission records and the
+	// sketches, packed greedily.
 	cur := *blank
-	cur.Counters, cur.CM = w.Counters, w.CM
+	cur.Counters, cur.CM, cur.Pauses, cur.Retrans = w.Counters, w.CM, w.Pauses, w.Retrans
 	curEnc, err := encode(&cur)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,331 @@
+package metrics
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rocescope/rocescope/capture"
+	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/testframes"
+)
+
+// TestActivityAdd folds runs into a profile by hand: adjacent slots make
+// one run, a fifth run joins the two closest (the earliest of equal gaps),
+// a run out of time order joins what it touches.
+func TestActivityAdd(t *testing.T) {
+	slot := func(s uint32, bytes uint64) Run { return Run{Start: s, End: s + 1, Bytes: bytes} }
+	var a Activity
+	for _, s := range []uint32{0, 1, 2} {
+		a.add(slot(s, 100))
+	}
+	if want := (Activity{{Start: 0, End: 3, Bytes: 300}}); a != want {
+		t.Fatalf("adjacent slots: %+v, want %+v", a, want)
+	}
+	a = Activity{}
+	for _, s := range []uint32{0, 2, 4, 6, 7} {
+		a.add(slot(s, uint64(s)))
+	}
+	if want := (Activity{{0, 1, 0, 0, 0}, {2, 3, 0, 0, 2}, {4, 5, 0, 0, 4}, {6, 8, 0, 0, 13}}); a != want {
+		t.Fatalf("four runs: %+v, want %+v", a, want)
+	}
+	a.add(Run{Start: 20, End: 21, ECNCE: 3, CNP: 1, Bytes: 20})
+	if want := (Activity{{0, 3, 0, 0, 2}, {4, 5, 0, 0, 4}, {6, 8, 0, 0, 13}, {20, 21, 3, 1, 20}}); a != want {
+		t.Fatalf("a fifth run: %+v, want %+v", a, want)
+	}
+	a.add(slot(5, 5)) // out of order: touches [4,5) and [6,8)
+	if want := (Activity{{0, 3, 0, 0, 2}, {4, 8, 0, 0, 22}, {20, 21, 3, 1, 20}}); a != want {
+		t.Fatalf("a run out of order: %+v, want %+v", a, want)
+	}
+	a.add(slot(30, 1))
+	a.add(slot(31, 1))
+	a.add(slot(40, 1)) // gaps 1, 12, 9, 9: [0,3) and [4,8) join
+	if want := (Activity{{0, 8, 0, 0, 24}, {20, 21, 3, 1, 20}, {30, 32, 0, 0, 2}, {40, 41, 0, 0, 1}}); a != want {
+		t.Fatalf("full again: %+v, want %+v", a, want)
+	}
+}
+
+// TestActivityRule: however the runs come, add and merge give what the
+// rule gives (combineRuns over the union), and merge is symmetric.
+func TestActivityRule(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	random := func() Activity {
+		var a Activity
+		s := uint32(rng.IntN(4))
+		for range rng.IntN(12) {
+			a.add(Run{Start: s, End: s + 1 + uint32(rng.IntN(3)), Bytes: uint64(rng.IntN(1000)), ECNCE: uint32(rng.IntN(2))})
+			s += 1 + uint32(rng.IntN(10))
+			if rng.IntN(5) == 0 {
+				s = uint32(rng.IntN(int(s) + 1)) // now and then, out of order
+			}
+		}
+		return a
+	}
+	for i := range 20000 {
+		a, b := random(), random()
+		r := Run{Start: uint32(rng.IntN(60)), Bytes: 7, CNP: 1}
+		r.End = r.Start + 1 + uint32(rng.IntN(2))
+		var buf [2 * ActivityRuns]Run
+		n := copy(buf[:], a.Runs())
+		buf[n] = r
+		var want Activity
+		want.set(combineRuns(buf[:n+1], ActivityRuns))
+		got := a
+		got.add(r)
+		if got != want {
+			t.Fatalf("case %d: %+v add %+v = %+v, the rule gives %+v", i, a, r, got, want)
+		}
+		ab, ba := a, b
+		ab.merge(&b)
+		ba.merge(&a)
+		n = copy(buf[:], a.Runs())
+		n += copy(buf[n:], b.Runs())
+		want.set(combineRuns(buf[:n], ActivityRuns))
+		if ab != ba || ab != want {
+			t.Fatalf("case %d: merge of %+v and %+v: %+v one way, %+v the other, the rule gives %+v", i, a, b, ab, ba, want)
+		}
+		if ab.Bytes() != a.Bytes()+b.Bytes() {
+			t.Fatalf("case %d: merge lost bytes", i)
+		}
+	}
+}
+
+// at returns the time ms milliseconds (and us microseconds) after the
+// epoch of the hand-made frames.
+func at(ms, us float64) int64 {
+	return testframes.Epoch + int64(ms*float64(time.Millisecond)) + int64(us*float64(time.Microsecond))
+}
+
+// frameAt returns f as a captured frame at time t.
+func frameAt(t int64, b []byte) capture.Frame {
+	return capture.Frame{Data: b, Time: t, OrigLen: uint32(len(b)), Link: decode.LinkEthernet}
+}
+
+// flowOf returns the record of key in w, or nil.
+func flowOf(w *Window, key FlowKey) *FlowRecord {
+	for i := range w.Flows {
+		if w.Flows[i].Key == key {
+			return &w.Flows[i]
+		}
+	}
+	return nil
+}
+
+// TestEngineActivity: a flow's burst slots, bytes, CE marks and the CNPs
+// its reverse direction carries, exactly, with one and two workers; a late
+// frame counts in the slot it is in.
+func TestEngineActivity(t *testing.T) {
+	a, b := [4]byte{10, 0, 0, 1}, [4]byte{10, 0, 0, 2}
+	w := func(psn uint32, ecn uint8) []byte {
+		return testframes.RoCE{Src: a, Dst: b, Sport: 50000, Op: testframes.OpWriteMiddle, DQP: 0x200, PSN: psn, ECN: ecn, Payload: 1000}.Bytes()
+	}
+	cnp := testframes.RoCE{Src: b, Dst: a, Sport: 50000, Op: testframes.OpCNP, DQP: 0x100, Ext: make([]byte, 16)}.Bytes()
+	frames := []capture.Frame{
+		frameAt(at(0, 100), w(1, 0)), frameAt(at(0, 500), w(2, 0)), frameAt(at(1, 200), w(3, 3)),
+		frameAt(at(1, 300), cnp), frameAt(at(5, 0), w(4, 0)), frameAt(at(5, 900), w(5, 3)),
+		frameAt(at(999, 0), w(6, 0)), frameAt(at(1000, 10), w(7, 0)), frameAt(at(999, 500), w(8, 0)), // the last is late
+	}
+	size := uint64(len(w(1, 0)))
+	for _, workers := range []int{1, 2} {
+		wins := runEngine(t, &Config{Workers: workers, Host: "h", Burst: time.Millisecond}, &testframes.Source{Frames: slices.Clone(frames), Per: 2})
+		if len(wins) != 2 {
+			t.Fatalf("%d windows", len(wins))
+		}
+		fwd, rev := FlowKey{Src: decode.AddrFrom4(a), Dst: decode.AddrFrom4(b), DQP: 0x200}, FlowKey{Src: decode.AddrFrom4(b), Dst: decode.AddrFrom4(a), DQP: 0x100}
+		want := Activity{{Start: 0, End: 2, ECNCE: 1, Bytes: 3 * size}, {Start: 5, End: 6, ECNCE: 1, Bytes: 2 * size}, {Start: 999, End: 1000, Bytes: 2 * size}}
+		if f := flowOf(wins[0], fwd); f == nil || f.Act != want {
+			t.Errorf("%d workers: window 0, %v: %+v, want %+v", workers, fwd, f, want)
+		}
+		if f := flowOf(wins[0], rev); f == nil || f.Act != (Activity{{Start: 1, End: 2, CNP: 1, Bytes: uint64(len(cnp))}}) {
+			t.Errorf("%d workers: window 0, the CNPs' flow: %+v", workers, f)
+		}
+		if f := flowOf(wins[1], fwd); f == nil || f.Act != (Activity{{Start: 0, End: 1, Bytes: size}}) {
+			t.Errorf("%d workers: window 1: %+v", workers, f)
+		}
+		if wins[0].Burst != int64(time.Millisecond) {
+			t.Errorf("burst %d", wins[0].Burst)
+		}
+	}
+}
+
+// TestEngineRetransmissions: retransmission episodes with their cause (a
+// NAK, an RNR NAK, or a timeout), trouble, first PSN and frames resent; an
+// episode that spans two windows has a record in each; PSN wraps, a READ
+// request's PSN span and a gap filled before any NAK are no episode.
+func TestEngineRetransmissions(t *testing.T) {
+	var frames []capture.Frame
+	type conn struct {
+		a, b  [4]byte
+		sport uint16
+	}
+	const qpA, qpB = 0x100, 0x200
+	c := func(i byte) conn { return conn{[4]byte{10, 1, i, 1}, [4]byte{10, 1, i, 2}, 50000 + uint16(i)} }
+	req := func(c conn, tm int64, op decode.Opcode, psn uint32, ext []byte, payload int) {
+		frames = append(frames, frameAt(tm, testframes.RoCE{Src: c.a, Dst: c.b, Sport: c.sport, Op: op, DQP: qpB, PSN: psn, Ext: ext, Payload: payload}.Bytes()))
+	}
+	write := func(c conn, tm int64, psn uint32) { req(c, tm, testframes.OpWriteMiddle, psn, nil, 1024) }
+	back := func(c conn, tm int64, syndrome uint8, psn uint32) {
+		frames = append(frames, frameAt(tm, testframes.RoCE{Src: c.b, Dst: c.a, Sport: c.sport, Op: testframes.OpAck, DQP: qpA, PSN: psn, Ext: testframes.AETH(syndrome, 1)}.Bytes()))
+	}
+	key := func(c conn) FlowKey {
+		return FlowKey{Src: decode.AddrFrom4(c.a), Dst: decode.AddrFrom4(c.b), DQP: qpB}
+	}
+	var want [2][]Retransmission
+	// A NAK: PSNs 100-105, a NAK for 102, 102-105 again, then 106.
+	nak := c(1)
+	for i := range uint32(6) {
+		write(nak, at(10, float64(10*i)), 100+i)
+	}
+	back(nak, at(10, 55), 0x60, 102)
+	for i := range uint32(5) {
+		write(nak, at(10, 60+float64(10*i)), 102+i)
+	}
+	want[0] = append(want[0], Retransmission{Key: key(nak), Trouble: at(10, 55), First: at(10, 60), Last: at(10, 90), FirstPSN: 102, Resent: 4, Cause: CauseNAK})
+	// A timeout: 200-203, 10 ms of silence, 200-203 again, then 204.
+	to := c(2)
+	for i := range uint32(4) {
+		write(to, at(20, float64(10*i)), 200+i)
+	}
+	for i := range uint32(5) {
+		write(to, at(30, 30+float64(10*i)), 200+i)
+	}
+	want[0] = append(want[0], Retransmission{Key: key(to), Trouble: at(20, 30), First: at(30, 30), Last: at(30, 60), FirstPSN: 200, Resent: 4, Cause: CauseTimeout})
+	// An RNR NAK (timer 14) for a SEND Only at 300, sent again 1.28 ms later.
+	rnr := c(3)
+	req(rnr, at(40, 0), 0x04, 300, nil, 64)
+	back(rnr, at(40, 5), 0x2e, 300)
+	req(rnr, at(41, 285), 0x04, 300, nil, 64)
+	req(rnr, at(41, 300), 0x04, 301, nil, 64)
+	want[0] = append(want[0], Retransmission{Key: key(rnr), Trouble: at(40, 5), First: at(41, 285), Last: at(41, 285), FirstPSN: 300, Resent: 1, Cause: CauseRNR, NAKCode: 14})
+	// No episode: PSNs through the wrap, a READ of 8 KiB (PMTU unknown,
+	// so between 2 and 32 PSNs) followed by the PSN after its span, and a
+	// gap filled before any NAK.
+	quiet := c(4)
+	for i, psn := range []uint32{0xfffffe, 0xffffff, 0, 1} {
+		write(quiet, at(50, float64(i)), psn)
+	}
+	req(quiet, at(50, 10), testframes.OpReadRequest, 2, testframes.RETH(8192), 0)
+	write(quiet, at(50, 20), 10)
+	write(quiet, at(50, 30), 12)
+	write(quiet, at(50, 31), 11)
+	// An episode across the window boundary: sent again at 999.9 ms and
+	// 1000.1 ms after a NAK.
+	span := c(5)
+	for i := range uint32(3) {
+		write(span, at(999, 800+float64(i)), 500+i)
+	}
+	back(span, at(999, 850), 0x60, 500)
+	write(span, at(999, 900), 500)
+	write(span, at(1000, 100), 501)
+	write(span, at(1000, 200), 502)
+	write(span, at(1000, 300), 503)
+	want[0] = append(want[0], Retransmission{Key: key(span), Trouble: at(999, 850), First: at(999, 900), Last: at(999, 900), FirstPSN: 500, Resent: 1, Cause: CauseNAK, Ongoing: true})
+	want[1] = append(want[1], Retransmission{Key: key(span), Trouble: at(999, 850), First: at(999, 900), Last: at(1000, 200), FirstPSN: 500, Resent: 2, Cause: CauseNAK})
+	for i := range want { // times from the window start
+		for j := range want[i] {
+			r := &want[i][j]
+			start := at(1000*float64(i), 0)
+			r.Trouble, r.First, r.Last = r.Trouble-start, r.First-start, r.Last-start
+		}
+	}
+	slices.SortStableFunc(frames, func(x, y capture.Frame) int { return int(x.Time - y.Time) })
+	for _, workers := range []int{1, 3} {
+		wins := runEngine(t, &Config{Workers: workers, Host: "h"}, &testframes.Source{Frames: slices.Clone(frames), Per: 5})
+		for i := range want {
+			sortRetrans(want[i])
+			if diff := cmp.Diff(want[i], wins[i].Retrans, addrEqual); diff != "" {
+				t.Errorf("%d workers, window %d (-want +got):\n%s", workers, i, diff)
+			}
+		}
+		if n := wins[0].Counters[Retransmits]; n != 4+4+1+1 {
+			t.Errorf("window 0: %d retransmits", n)
+		}
+	}
+}
+
+// TestEngineRetransmissionsBounded: a flow's sixth episode in a window is
+// counted into its fourth record (maxEpisodes), marked merged.
+func TestEngineRetransmissionsBounded(t *testing.T) {
+	a, b := [4]byte{10, 0, 0, 1}, [4]byte{10, 0, 0, 2}
+	var frames []capture.Frame
+	psn := uint32(0)
+	for i := range 6 {
+		for range 3 {
+			frames = append(frames, frameAt(at(float64(i), float64(psn)), testframes.RoCE{Src: a, Dst: b, Sport: 1, Op: testframes.OpWriteMiddle, DQP: 2, PSN: psn}.Bytes()))
+			psn++
+		}
+		frames = append(frames, frameAt(at(float64(i), 500), testframes.RoCE{Src: a, Dst: b, Sport: 1, Op: testframes.OpWriteMiddle, DQP: 2, PSN: psn - 1}.Bytes()))
+	}
+	w := runEngine(t, &Config{Workers: 1, Host: "h"}, &testframes.Source{Frames: frames, Per: 7})[0]
+	if len(w.Retrans) != maxEpisodes {
+		t.Fatalf("%d records, want %d", len(w.Retrans), maxEpisodes)
+	}
+	last := w.Retrans[maxEpisodes-1]
+	if !last.Merged || last.Resent != 3 || last.Last != at(5, 500)-w.Start || w.Retrans[0].Merged {
+		t.Errorf("last record %+v: want merged, 3 frames resent, the last at 5.5 ms", last)
+	}
+}
+
+// TestEnginePauses: what PFC frames paused, per source MAC and priority:
+// a storm of frames refreshed before they run out is one run, paused all
+// along, until the resume that cuts the last pause short; isolated pauses
+// beyond PauseRuns runs join the closest; a pause that outlasts its window
+// goes on in the next.
+func TestEnginePauses(t *testing.T) {
+	storm, lone := [6]byte{0x0c, 0x42, 0xa1, 0, 0, 1}, [6]byte{0x0c, 0x42, 0xa1, 0, 0, 2}
+	pfc := func(tm int64, src [6]byte, prio int, q uint16) capture.Frame {
+		var quanta [8]uint16
+		quanta[prio] = q
+		return frameAt(tm, testframes.PFC(src, 1<<prio, quanta))
+	}
+	const window = 100 * time.Millisecond
+	quantaNS := func(q float64) int64 { return int64(q * 512 * 1e9 / 100e9) }
+	full, short := quantaNS(65535), quantaNS(1000) // 335539 and 5120 ns at 100 Gb/s
+	var frames []capture.Frame
+	for i := range 201 { // 10 ms of XOFF every 50 µs
+		frames = append(frames, pfc(at(10, 50*float64(i)), storm, 3, 0xffff))
+	}
+	frames = append(frames, pfc(at(20, 100), storm, 3, 0)) // XON
+	for i := range 7 {                                     // 7 short pauses, 10 ms apart
+		frames = append(frames, pfc(at(float64(10*(i+1)), 1), lone, 4, 1000))
+	}
+	for i := range 100 { // a storm across the window's end: 95-100 ms, 100-105 ms
+		frames = append(frames, pfc(at(95, 100*float64(i)), storm, 5, 0xffff))
+	}
+	slices.SortStableFunc(frames, func(x, y capture.Frame) int { return int(x.Time - y.Time) })
+	wins := runEngine(t, &Config{Workers: 2, Host: "h", Window: window}, &testframes.Source{Frames: frames, Per: 3})
+	if len(wins) != 2 {
+		t.Fatalf("%d windows", len(wins))
+	}
+	joined := func(i, j int) PauseRun { // pauses i..j of the lone MAC as one run
+		return PauseRun{Start: at(float64(10*(i+1)), 1), End: at(float64(10*(j+1)), 1) + short, Paused: int64(j-i+1) * short, Frames: uint64(j - i + 1)}
+	}
+	lonely := func(i int) PauseRun { return joined(i, i) }
+	want := [2][]PauseRecord{{
+		{MAC: storm, Priority: 3, Frames: 202, Runs: [PauseRuns]PauseRun{{Start: at(10, 0), End: at(20, 100), Paused: at(20, 100) - at(10, 0), Frames: 202}}},
+		{MAC: storm, Priority: 5, Frames: 50, Runs: [PauseRuns]PauseRun{{Start: at(95, 0), End: at(100, 0), Paused: at(100, 0) - at(95, 0), Frames: 50}}},
+		// Equal gaps: the earliest pair joins, then that run and the next.
+		{MAC: lone, Priority: 4, Frames: 7, Runs: [PauseRuns]PauseRun{joined(0, 3), lonely(4), lonely(5), lonely(6)}},
+	}, {
+		{MAC: storm, Priority: 5, Frames: 50, Runs: [PauseRuns]PauseRun{{Start: at(100, 0), End: at(104, 900) + full, Paused: at(104, 900) + full - at(100, 0), Frames: 50}}},
+	}}
+	for i := range want {
+		slices.SortFunc(want[i], func(a, b PauseRecord) int { return comparePause(&a, &b) })
+		for j := range want[i] { // runs from the window start
+			for k := range want[i][j].Runs {
+				if r := &want[i][j].Runs[k]; r.End != 0 {
+					start := at(100*float64(i), 0)
+					r.Start, r.End = r.Start-start, r.End-start
+				}
+			}
+		}
+	}
+	for i := range want {
+		if diff := cmp.Diff(want[i], wins[i].Pauses); diff != "" {
+			t.Errorf("window %d (-want +got):\n%s", i, diff)
+		}
+	}
+}
