@@ -289,7 +289,7 @@ func TestEnginePauses(t *testing.T) {
 		frames = append(frames, pfc(at(10, 50*float64(i)), storm, 3, 0xffff))
 	}
 	frames = append(frames, pfc(at(20, 100), storm, 3, 0)) // XON
-	for i := range 7 {                                     // 7 short pauses, 10 ms apart
+	for i := range 10 {                                    // 10 short pauses, 10 ms apart
 		frames = append(frames, pfc(at(float64(10*(i+1)), 1), lone, 4, 1000))
 	}
 	for i := range 100 { // a storm across the window's end: 95-100 ms, 100-105 ms
@@ -307,10 +307,11 @@ func TestEnginePauses(t *testing.T) {
 	want := [2][]PauseRecord{{
 		{MAC: storm, Priority: 3, Frames: 202, Runs: [PauseRuns]PauseRun{{Start: at(10, 0), End: at(20, 100), Paused: at(20, 100) - at(10, 0), Frames: 202}}},
 		{MAC: storm, Priority: 5, Frames: 50, Runs: [PauseRuns]PauseRun{{Start: at(95, 0), End: at(100, 0), Paused: at(100, 0) - at(95, 0), Frames: 50}}},
-		// Equal gaps: the earliest pair joins, then that run and the next.
-		{MAC: lone, Priority: 4, Frames: 7, Runs: [PauseRuns]PauseRun{joined(0, 3), lonely(4), lonely(5), lonely(6)}},
+		// Nine pauses, equal gaps: the earliest two join.
+		{MAC: lone, Priority: 4, Frames: 9, Runs: [PauseRuns]PauseRun{joined(0, 1), lonely(2), lonely(3), lonely(4), lonely(5), lonely(6), lonely(7), lonely(8)}},
 	}, {
 		{MAC: storm, Priority: 5, Frames: 50, Runs: [PauseRuns]PauseRun{{Start: at(100, 0), End: at(104, 900) + full, Paused: at(104, 900) + full - at(100, 0), Frames: 50}}},
+		{MAC: lone, Priority: 4, Frames: 1, Runs: [PauseRuns]PauseRun{lonely(9)}},
 	}}
 	for i := range want {
 		slices.SortFunc(want[i], func(a, b PauseRecord) int { return comparePause(&a, &b) })

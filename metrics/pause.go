@@ -7,7 +7,7 @@ import (
 )
 
 // PauseRuns is how many runs of paused time a PauseRecord keeps per window.
-const PauseRuns = 4
+const PauseRuns = 8
 
 // PauseRecord is what the PFC frames from one source MAC did to one
 // priority in a window: how many there were, and when the priority was

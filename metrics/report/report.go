@@ -23,6 +23,20 @@ type Report struct {
 	Jitter    []FlowReport    // elephants of this or the previous window whose rate changed by ≥ the jitter rate
 	All       []FlowReport    // every flow, by key (with metrics.Config.Exact)
 
+	// Events are the window's trouble (diagnoses), by kind, then start;
+	// at most Rules.MaxEvents of each kind, the earliest, and
+	// EventsOmitted counts the others by kind.
+	Events        []Event
+	EventsOmitted [NumEventKinds]uint64
+	// EventFlows are the flows the events name, in canonical order;
+	// TopCNP the flows that received the most CNPs, and TopRetransmits
+	// those that sent the most frames again (at most Top each, most
+	// first, none with zero): congestion's victims, listed also when
+	// they are not among the top flows by bytes.
+	EventFlows     []FlowReport
+	TopCNP         []FlowReport
+	TopRetransmits []FlowReport
+
 	// CNPUnattributed counts CNPs whose throttled flow is unknown (its
 	// source QP was never learned, or it sent nothing in this window).
 	CNPUnattributed uint64
@@ -95,6 +109,15 @@ type Reporter struct {
 	// summing says that the windows are a Summary's: their flows carry
 	// the CNPs attributed to them already.
 	summing bool
+
+	// Events: those of the previous window that went on to its end, and
+	// of the window being built; scratch space of the incast search.
+	open, next map[eventKey]openEvent
+	dstAt      map[decode.Addr]int32 // position in dsts
+	dsts       []dstAgg
+	nextFlow   []int32 // per flow: the next flow into its destination, -1 for none
+	points     []slotPoint
+	active     map[decode.Addr]int // runs going on per source address
 }
 
 // flowRate is a flow's rate in a window.
@@ -150,6 +173,10 @@ func NewReporter(cfg *metrics.Config) (*Reporter, error) {
 		cmReq:    make(map[cmReqKey]pairing),
 		cnp:      make(map[int32]uint64),
 		maxPairs: 4 * c.TableSize,
+		open:     make(map[eventKey]openEvent),
+		next:     make(map[eventKey]openEvent),
+		dstAt:    make(map[decode.Addr]int32),
+		active:   make(map[decode.Addr]int),
 	}, nil
 }
 
@@ -258,7 +285,10 @@ func (rp *Reporter) Build(w *metrics.Window) *Report {
 
 	flows := w.Flows
 	rp.cur = slices.Grow(rp.cur[:0], len(flows))
-	top := newTopList(flows, rp.cfg.Top)
+	top := newTopList(rp.cfg.Top, func(i, j int32) int { return byBytes(&flows[i], &flows[j]) })
+	topRetrans := newTopList(rp.cfg.Top, func(i, j int32) int {
+		return byCount(flows[i].C[metrics.FlowRetransmits], flows[j].C[metrics.FlowRetransmits], &flows[i], &flows[j])
+	})
 	var elephants, jitter []int32
 	// Elephants of the previous window that sent nothing in this one:
 	// their rate fell to zero, which is jitter too.
@@ -282,6 +312,9 @@ func (rp *Reporter) Build(w *metrics.Window) *Report {
 		}
 		rp.cur = append(rp.cur, flowRate{f.Hash(), f.Key, rate})
 		top.offer(int32(i))
+		if f.C[metrics.FlowRetransmits] > 0 {
+			topRetrans.offer(int32(i))
+		}
 		if rate >= rp.cfg.ElephantRate {
 			elephants = append(elephants, int32(i))
 		}
@@ -296,6 +329,29 @@ func (rp *Reporter) Build(w *metrics.Window) *Report {
 	r.Top = collect(top.sorted(), report)
 	r.Elephants = collect(sortByBytes(flows, elephants), report)
 	r.Jitter = append(collect(sortByBytes(flows, jitter), report), vanished...)
+	r.TopRetransmits = collect(topRetrans.sorted(), report)
+	// CNPs: attributed to the window's flows now, or (a Summary's)
+	// carried by their records already.
+	cnps := func(i int32) uint64 { return rp.cnp[i] + flows[i].C[metrics.FlowCNP] }
+	topCNP := newTopList(rp.cfg.Top, func(i, j int32) int { return byCount(cnps(i), cnps(j), &flows[i], &flows[j]) })
+	for i := range rp.cnp {
+		if i != unattributed {
+			topCNP.offer(i)
+		}
+	}
+	if rp.summing {
+		for i := range flows {
+			if flows[i].C[metrics.FlowCNP] > 0 {
+				topCNP.offer(int32(i))
+			}
+		}
+	} else {
+		// A summary names no events: its windows' reports do, and its
+		// flows' activity spans windows.
+		rp.events(w, r, hasPrev)
+		r.EventFlows = collect(eventFlows(r.Events), report)
+	}
+	r.TopCNP = collect(topCNP.sorted(), report)
 	if !r.Exact {
 		r.Top = rp.mergeEstimated(r.Top, w, secs)
 	}
@@ -414,20 +470,19 @@ func abs(x float64) float64 {
 	return x
 }
 
-// topList keeps the n largest flows by bytes in a min-heap as they are
-// offered, so that a top list of a window of a million flows costs one
-// pass, not a sort.
+// topList keeps the n first flows in an order as they are offered, in a
+// heap whose root is the last of them, so that a top list of a window of a
+// million flows costs one pass, not a sort.
 type topList struct {
-	flows []metrics.FlowRecord
 	n     int
+	order func(i, j int32) int // < 0 when flow i comes before flow j
 	h     []int32
 }
 
-func newTopList(flows []metrics.FlowRecord, n int) *topList { return &topList{flows: flows, n: n} }
+func newTopList(n int, order func(i, j int32) int) *topList { return &topList{n: n, order: order} }
 
-// less orders flows i and j by bytes, largest first, ties by key, so that
-// the order is deterministic.
-func (t *topList) less(i, j int32) bool { return byBytes(&t.flows[i], &t.flows[j]) < 0 }
+// less reports whether flow i comes before flow j.
+func (t *topList) less(i, j int32) bool { return t.order(i, j) < 0 }
 
 // offer considers flow i.
 func (t *topList) offer(i int32) {
@@ -463,14 +518,37 @@ func (t *topList) offer(i int32) {
 	t.h = h
 }
 
-// sorted returns the kept flows, largest first.
-func (t *topList) sorted() []int32 { return sortByBytes(t.flows, t.h) }
+// sorted returns the kept flows, first first.
+func (t *topList) sorted() []int32 {
+	slices.SortFunc(t.h, t.order)
+	return t.h
+}
 
 // sortByBytes sorts the positions idx of flows by bytes, largest first,
 // ties by key, and returns idx.
 func sortByBytes(flows []metrics.FlowRecord, idx []int32) []int32 {
 	slices.SortFunc(idx, func(i, j int32) int { return byBytes(&flows[i], &flows[j]) })
 	return idx
+}
+
+// byCount orders flows a and b by counts na and nb, largest first, then by
+// key.
+func byCount(na, nb uint64, a, b *metrics.FlowRecord) int {
+	if c := cmp.Compare(nb, na); c != 0 {
+		return c
+	}
+	return a.Key.Compare(b.Key)
+}
+
+// eventFlows returns the positions of the flows evs name, each once, in
+// window order.
+func eventFlows(evs []Event) []int32 {
+	var idx []int32
+	for i := range evs {
+		idx = append(idx, evs[i].flows...)
+	}
+	slices.Sort(idx)
+	return slices.Compact(idx)
 }
 
 // byBytes orders flows by bytes, largest first, then by key.

@@ -13,7 +13,8 @@ import (
 // windows' sketches, latency quantiles those of every latency matched, a
 // flow's rate its bytes over the covered time, and an elephant a flow
 // whose rate over the run reaches the elephant rate. A run has no
-// previous window: a summary has no jitter.
+// previous window: a summary has no jitter; nor events, which each
+// window's report names.
 //
 // The summary's window starts where the first window starts and ends
 // where the last ends (windows are aligned to multiples of their length
@@ -86,6 +87,9 @@ func (s *Summary) Add(r *Report) error {
 		}
 	}
 	s.unattributed += r.CNPUnattributed
+	// What the events of a window are found in means nothing over several
+	// (a summary names no events), and would pile up.
+	s.acc.Pauses, s.acc.Retrans = s.acc.Pauses[:0], s.acc.Retrans[:0]
 	s.acc.Start, s.acc.Length = s.start, s.end-s.start
 	s.windows++
 	if n := len(s.acc.Flows); n >= 2*max(s.normalized, minNormalize) {
