@@ -329,10 +329,13 @@ func checkInteresting(t *testing.T, rs []map[string]any) {
 //     and sums the rest as "other", and which come first depends on the
 //     order (the synthetic RC flows use more than 8);
 //   - sketch_error: it holds the top-k sketch's recall, and that sketch
-//     merges exactly only when each flow is on one host.
+//     merges exactly only when each flow is on one host;
+//   - events and the lists of flows by CNPs, retransmissions and events:
+//     retransmission episodes follow PSNs, CNPs need the source QP, and
+//     the activity profiles of a split flow join runs in another order.
 var (
 	windowOrderDependent = []string{"retransmits", "psn_gaps", "out_of_order", "read_latency_ns", "ack_latency_ns",
-		"read_latency_unmatched", "cnp_unattributed", "sketch_error"}
+		"read_latency_unmatched", "cnp_unattributed", "sketch_error", "events", "events_omitted", "top_cnp", "top_retransmits", "event_flows"}
 	flowOrderDependent = []string{"retransmits", "psn_gaps", "out_of_order", "sqp", "sqp_hex", "cnp", "opcodes", "read_latency_sum_ns",
 		"ack_latency_sum_ns", "read_latency_count", "ack_latency_count", "read_latency_mean_ns", "ack_latency_mean_ns"}
 )

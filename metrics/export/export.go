@@ -108,7 +108,8 @@ func AppendJSON(b []byte, r *report.Report) []byte {
 	for _, l := range []struct {
 		name  string
 		flows []report.FlowReport
-	}{{"top_flows", r.Top}, {"elephants", r.Elephants}, {"jitter", r.Jitter}, {"flows_all", r.All}} {
+	}{{"top_flows", r.Top}, {"elephants", r.Elephants}, {"jitter", r.Jitter}, {"top_cnp", r.TopCNP},
+		{"top_retransmits", r.TopRetransmits}, {"event_flows", r.EventFlows}, {"flows_all", r.All}} {
 		if l.flows == nil && l.name == "flows_all" {
 			continue
 		}
@@ -122,6 +123,14 @@ func AppendJSON(b []byte, r *report.Report) []byte {
 		}
 		o.b = append(o.b, ']')
 	}
+	o.key("events")
+	o.b = appendEvents(o.b, r.Events)
+	o.key("events_omitted")
+	omitted := openObject(o.b)
+	for k := report.EventKind(1); k < report.EventKind(report.NumEventKinds); k++ {
+		omitted.uint(k.String(), r.EventsOmitted[k])
+	}
+	o.b = omitted.close()
 	if se := r.SketchError; se != nil {
 		o.key("sketch_error")
 		x := openObject(o.b)
@@ -180,14 +189,7 @@ func appendLatency(b []byte, l report.LatencySummary) []byte {
 // report contract.
 func AppendFlowJSON(b []byte, f *report.FlowReport) []byte {
 	o := openObject(b)
-	o.text("src", f.Key.Src.AppendTo)
-	o.text("dst", f.Key.Dst.AppendTo)
-	o.uint("dqp", uint64(f.Key.DQP))
-	o.text("dqp_hex", func(b []byte) []byte { return AppendQP(b, f.Key.DQP) })
-	if f.SQPKnown {
-		o.uint("sqp", uint64(f.SQP))
-		o.text("sqp_hex", func(b []byte) []byte { return AppendQP(b, f.SQP) })
-	}
+	appendFlowID(&o, &report.Flow{Key: f.Key, SQP: f.SQP, SQPKnown: f.SQPKnown})
 	if f.Sport != 0 {
 		o.uint("sport", uint64(f.Sport))
 	}
