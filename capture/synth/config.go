@@ -75,6 +75,10 @@ type Config struct {
 	ERSPAN int
 
 	SnapLen int // captured bytes per frame, 0 for whole frames, else at least MinSnapLen (plus the ERSPAN headers)
+
+	// Scenario injects troubles and healthy look-alikes, each once, on
+	// top of the Packets frames (see [Scenario]); 0 for none.
+	Scenario Scenario
 }
 
 // ErrConfig is wrapped by every error New returns for an invalid Config.
@@ -172,6 +176,8 @@ func resolve(c *Config) (*settings, error) {
 		return bad("read share %v and send share %v add up to more than 1", k.ReadShare, k.SendShare)
 	case k.OtherShare+k.PFCShare >= 1:
 		return bad("background share %v and PFC share %v leave no RoCE frames", k.OtherShare, k.PFCShare)
+	case k.Scenario >= scenarioEnd:
+		return bad("scenario %#x", uint16(k.Scenario))
 	}
 	for _, p := range [...]struct {
 		name string

@@ -120,6 +120,46 @@
 // (without rates). Truth.JitterFlows lists the A→B flows of the jitter
 // connections.
 //
+// # Scenarios
+//
+// Config.Scenario injects troubles, and healthy traffic that looks like
+// them, each once, on top of the Packets frames of the traffic (which stay
+// frame for frame what they are without it: the scenarios draw from a
+// random number generator of their own). Each scenario has its own hosts
+// (02:00:00:fa:hh:ll, 10.250.hh.ll, apart from the traffic's) and RC
+// connections (IPv4, path MTU 4096), or its own source MAC (0c:42:a1:...),
+// and a slot of time spread evenly over the duration (the storm 350 ms, the
+// others 60 ms each, each but the storm within one window). The troubles,
+// listed in Truth.Events under the kind of event a report names them:
+//
+//   - pfc_storm: XOFF frames (quanta 0xffff) for priority 4 every 50 µs for
+//     300 ms, then an XON: paused all along at any link rate from 10 to 400
+//     Gb/s; from the first XOFF to the XON.
+//   - incast: 16 senders, each on its own host, send WRITE messages of 16
+//     packets at about 10 Gb/s each into one destination for 3 ms (1 in 20
+//     packets CE-marked after the first millisecond, answered by a CNP at
+//     most every 50 µs, and an ACK per message); from the first packet to
+//     the last.
+//   - retransmission, cause nak: of a 32-packet WRITE, packet 10 is lost
+//     after the mirror; the responder NAKs it (PSN sequence error) 3 µs
+//     after packet 11, the requester, having sent up to packet 14, sends
+//     10 to 31 from 6 µs after the NAK: 5 frames resent, from the NAK.
+//   - retransmission, cause timeout: a message is ACKed, the last packet of
+//     the next is lost after the mirror, and after 16 ms of silence the
+//     requester sends all 8 packets again: from the last frame before the
+//     silence.
+//   - retransmission, cause rnr: a SEND Only is refused with an RNR NAK
+//     (timer 14) and sent again 1.28 ms later.
+//   - ce_without_cnp: 50 WRITE messages of 8 packets 100 µs apart, every
+//     fourth packet CE-marked (100 marks), each ACKed, no CNP; from the
+//     first mark to the last.
+//
+// The look-alikes, in Truth.LookAlikes, which must raise no event: fan_in,
+// 64 senders at 0.5 Gb/s each into one destination for 20 ms (32 Gb/s);
+// isolated_pauses, 10 XOFF frames 10 ms apart; psn_wrap, WRITEs whose PSNs
+// run through 0; read_responses, four READs of 256 KiB (64 PSNs each) with
+// their responses, then a WRITE at the PSN after the last READ's span.
+//
 // # Snap length
 //
 // With Config.SnapLen set (at least [MinSnapLen], plus the ERSPAN headers

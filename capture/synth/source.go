@@ -45,6 +45,15 @@ type Source struct {
 	k       int // frames generated
 	pkt     packet
 
+	// The scenarios' frames, in time order, and their truth; si is the
+	// next to write, and tNext the time of background frame k once drawn.
+	script      []scripted
+	scriptTruth []Event
+	scriptLooks []Event
+	si          int
+	tNext       int64
+	tDrawn      bool
+
 	received atomic.Uint64
 	closed   atomic.Bool
 	truth    *Truth
@@ -73,7 +82,12 @@ func New(cfg *Config) (*Source, error) {
 		}
 	}
 	s.makeHosts()
-	s.makeConns()
+	keys, sqp := s.makeConns()
+	if keys, sqp, err = s.makeScenario(keys, sqp); err != nil {
+		return nil, err
+	}
+	s.tally = newTally(st.Seed, int64(st.Window), keys, sqp)
+	s.tally.truth.JitterFlows = s.jitterKeys(keys)
 	return s, nil
 }
 
@@ -91,9 +105,9 @@ func (s *Source) makeHosts() {
 	}
 }
 
-// makeConns makes the connections, their weights and the truth's flow
-// table.
-func (s *Source) makeConns() {
+// makeConns makes the connections and their weights, and returns the keys
+// of their flows (2i and 2i+1 for connection i) and the QPs that send them.
+func (s *Source) makeConns() (keys []FlowKey, sqp []uint32) {
 	c, r := s.cfg, &s.rng
 	s.conns = make([]conn, c.Flows)
 	used := make(map[uint32]bool, 2*c.Flows)
@@ -106,8 +120,8 @@ func (s *Source) makeConns() {
 			}
 		}
 	}
-	keys := make([]FlowKey, 2*c.Flows)
-	sqp := make([]uint32, 2*c.Flows)
+	keys = make([]FlowKey, 2*c.Flows)
+	sqp = make([]uint32, 2*c.Flows)
 	for i := range s.conns {
 		x := &s.conns[i]
 		x.id, x.heapPos = int32(i), -1
@@ -143,7 +157,6 @@ func (s *Source) makeConns() {
 		keys[2*i+1] = FlowKey{Src: b, Dst: a, DQP: x.qpA}
 		sqp[2*i], sqp[2*i+1] = x.qpA, x.qpB
 	}
-	s.tally = newTally(c.Seed, int64(c.Window), keys, sqp)
 	s.heap = make([]int32, 0, c.Flows)
 
 	// Weights: a random order of the connections; the first JitterFlows
@@ -159,9 +172,7 @@ func (s *Source) makeConns() {
 	s.jitter = order[:c.JitterFlows]
 	for _, j := range s.jitter {
 		s.conns[j].scale = c.MaxMessage
-		s.tally.truth.JitterFlows = append(s.tally.truth.JitterFlows, keys[2*j])
 	}
-	slices.SortFunc(s.tally.truth.JitterFlows, FlowKey.Compare)
 	for par := range s.jitCum {
 		sum := 0.0
 		s.jitCum[par] = make([]uint64, len(s.jitter))
@@ -181,6 +192,18 @@ func (s *Source) makeConns() {
 		s.conns[i].scale = max(1, int(float64(c.MaxMessage)*w[rank]))
 	}
 	s.alias = newAlias(rest, w)
+	return keys, sqp
+}
+
+// jitterKeys returns the keys of the request flows of the jitter
+// connections, sorted.
+func (s *Source) jitterKeys(keys []FlowKey) []FlowKey {
+	var out []FlowKey
+	for _, j := range s.jitter {
+		out = append(out, keys[2*j])
+	}
+	slices.SortFunc(out, FlowKey.Compare)
+	return out
 }
 
 // flowLabel derives the IPv6 flow label of a connection from its QP pair,
@@ -208,7 +231,7 @@ func (s *Source) Next(b *capture.Batch) error {
 	if s.closed.Load() {
 		return os.ErrClosed
 	}
-	if s.k >= s.cfg.Packets {
+	if s.k >= s.cfg.Packets && s.si >= len(s.script) {
 		s.finish()
 		return io.EOF
 	}
@@ -219,16 +242,30 @@ func (s *Source) Next(b *capture.Batch) error {
 	if len(s.arena) < n*s.slot {
 		s.arena = make([]byte, n*s.slot)
 	}
-	for i := 0; i < n && s.k < s.cfg.Packets; i++ {
+	for i := 0; i < n && (s.k < s.cfg.Packets || s.si < len(s.script)); i++ {
 		buf := s.arena[i*s.slot : (i+1)*s.slot]
-		t := s.timeOf(s.k)
-		wire, captured := s.frame(buf[s.encap:], t)
+		if !s.tDrawn && s.k < s.cfg.Packets {
+			s.tNext, s.tDrawn = s.timeOf(s.k), true
+		}
+		var t int64
+		var wire, captured int
+		if s.si < len(s.script) && (!s.tDrawn || s.script[s.si].t < s.tNext) {
+			// A scenario's frame, which draws no random number, so that
+			// the background traffic stays what it is without it.
+			f := &s.script[s.si]
+			s.si++
+			t = f.t
+			wire, captured = s.writeScripted(buf[s.encap:], f)
+		} else {
+			t, s.tDrawn = s.tNext, false
+			wire, captured = s.frame(buf[s.encap:], t)
+			s.k++
+		}
 		if s.encap > 0 {
 			wire, captured = s.mirror(buf, wire, t), s.encap+captured
 		}
 		b.Frames = append(b.Frames, capture.Frame{Data: buf[:captured:captured], Time: t,
 			OrigLen: uint32(wire), Link: decode.LinkEthernet})
-		s.k++
 	}
 	s.received.Add(uint64(len(b.Frames)))
 	return nil
@@ -238,6 +275,7 @@ func (s *Source) Next(b *capture.Batch) error {
 func (s *Source) finish() {
 	if s.truth == nil {
 		s.truth = s.tally.finish()
+		s.truth.Events, s.truth.LookAlikes = s.scriptTruth, s.scriptLooks
 	}
 }
 
@@ -433,8 +471,8 @@ const bgPortMin, bgPortMax = 20000, 29999
 // sixteen comes from port 4791 (which does not make it RoCE).
 func (s *Source) background(buf []byte, t int64) (wire, captured int) {
 	r := &s.rng
-	a := r.intn(len(s.hosts))
-	b := r.intn(len(s.hosts) - 1)
+	a := r.intn(s.cfg.Hosts)
+	b := r.intn(s.cfg.Hosts - 1)
 	if b >= a {
 		b++
 	}

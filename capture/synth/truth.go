@@ -25,6 +25,10 @@ type Truth struct {
 	// JitterFlows are the request directions (A→B) of the connections
 	// made to swing in rate between adjacent windows, sorted by key.
 	JitterFlows []FlowKey `json:"jitter_flows"`
+	// Events are the troubles Config.Scenario injected, and LookAlikes
+	// its healthy traffic that must raise no event, by start.
+	Events     []Event `json:"events,omitempty"`
+	LookAlikes []Event `json:"look_alikes,omitempty"`
 }
 
 // Window is the truth of one window: the frames with
