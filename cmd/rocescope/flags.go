@@ -118,6 +118,55 @@ type reportOptions struct {
 	rocePort     port
 	progress     bool
 	inputs       []string // what the run reads, for reports that name it (html)
+	diagnoses    diagnosisOptions
+}
+
+// diagnosisOptions are the flags of the diagnoses (events): the link rate,
+// the burst interval and the rules.
+type diagnosisOptions struct {
+	linkRate rate
+	burst    time.Duration
+	rules    metrics.Rules
+}
+
+// bind registers the diagnosis flags on fs; their usage states each rule.
+func (d *diagnosisOptions) bind(fs *pflag.FlagSet) {
+	d.linkRate = rate(metrics.DefaultLinkRate)
+	r := &d.rules
+	fs.Var(&d.linkRate, "link-rate", "rate of the mirrored links (bits/s): a PFC pause quantum lasts 512 bit times at it, and incasts are measured against it")
+	fs.DurationVar(&d.burst, "burst", metrics.DefaultBurst, "burst interval: the time slot of each flow's activity profile, which incasts are found in (1µs to 10ms, dividing --window)")
+	fs.IntVar(&r.IncastSources, "incast-sources", metrics.DefaultIncastSources, "incast: at least this many source addresses whose flows to one destination together reach --incast-load of --link-rate within a burst interval")
+	fs.Float64Var(&r.IncastLoad, "incast-load", metrics.DefaultIncastLoad, "incast: the fraction of --link-rate (0 to 1) those flows must reach together over a burst interval")
+	fs.DurationVar(&r.StormInterval, "storm-interval", metrics.DefaultStormInterval, "PFC storm: a priority paused by one source MAC's PFC frames for at least --storm-paused of at least this long")
+	fs.Float64Var(&r.StormPaused, "storm-paused", metrics.DefaultStormPaused, "PFC storm: the fraction (0 to 1) of --storm-interval or longer the priority must be paused")
+	fs.IntVar(&r.RetransResent, "retrans-resent", metrics.DefaultRetransResent, "retransmission: an episode (request PSNs at or below the highest sent, until a new one) is an event from this many frames sent again")
+	fs.DurationVar(&r.RetransStall, "retrans-stall", 0, "retransmission: an episode is an event only when it stalled this long, from its trouble (the NAK, or the last frame before the silence) to the first frame sent again")
+	fs.IntVar(&r.CEMarks, "ce-marks", metrics.DefaultCEMarks, "ce_without_cnp: a flow with at least this many CE-marked frames in a window whose receiver, seen in the capture, sent no CNP back")
+	fs.IntVar(&r.MaxEvents, "max-events", metrics.DefaultMaxEvents, "events of each kind a window's report lists at most (the earliest; events_omitted counts the rest)")
+}
+
+// check validates the diagnosis flags against the window length.
+func (d *diagnosisOptions) check(window time.Duration) error {
+	r := &d.rules
+	switch {
+	case !(d.linkRate > 0):
+		return usagef("--link-rate %v: want more than 0", d.linkRate.String())
+	case d.burst < time.Microsecond || d.burst > metrics.MaxBurst || window%d.burst != 0:
+		return usagef("--burst %v: want 1µs to %v, dividing --window (%v)", d.burst, metrics.MaxBurst, window)
+	case r.IncastSources < 2:
+		return usagef("--incast-sources %d: want at least 2", r.IncastSources)
+	case !(r.IncastLoad > 0 && r.IncastLoad <= 1):
+		return usagef("--incast-load %v: want more than 0, at most 1", r.IncastLoad)
+	case r.StormInterval <= 0:
+		return usagef("--storm-interval %v: want more than 0", r.StormInterval)
+	case !(r.StormPaused > 0 && r.StormPaused <= 1):
+		return usagef("--storm-paused %v: want more than 0, at most 1", r.StormPaused)
+	case r.RetransResent < 1, r.CEMarks < 1, r.MaxEvents < 1:
+		return usagef("--retrans-resent %d, --ce-marks %d, --max-events %d: want at least 1", r.RetransResent, r.CEMarks, r.MaxEvents)
+	case r.RetransStall < 0:
+		return usagef("--retrans-stall %v: want 0 or more", r.RetransStall)
+	}
+	return nil
 }
 
 // bind registers the report flags on fs. config is registered by
@@ -142,6 +191,7 @@ func (o *reportOptions) bind(fs *pflag.FlagSet) {
 	o.rocePort = metrics.DefaultRoCEPort
 	fs.Var(&o.rocePort, "roce-port", "UDP destination port of RoCEv2 (1 to 65535)")
 	fs.BoolVar(&o.progress, "progress", true, "show progress on standard error when it is a terminal")
+	o.diagnoses.bind(fs)
 	fs.String("config", "", "read flag values from this YAML file (keys are flag names; flags on the command line win)")
 }
 
@@ -165,6 +215,9 @@ func (o *reportOptions) config(live bool) (*metrics.Config, error) {
 	if o.lateness < 0 || o.lateness > o.window {
 		return nil, usagef("--lateness %v: want between 0 and the window (%v)", o.lateness, o.window)
 	}
+	if err := o.diagnoses.check(o.window); err != nil {
+		return nil, err
+	}
 	return &metrics.Config{
 		Host:         o.host,
 		Window:       o.window,
@@ -177,6 +230,9 @@ func (o *reportOptions) config(live bool) (*metrics.Config, error) {
 		RoCEPort:     uint16(o.rocePort),
 		Exact:        o.exact,
 		Live:         live,
+		LinkRate:     float64(o.diagnoses.linkRate),
+		Burst:        o.diagnoses.burst,
+		Rules:        o.diagnoses.rules,
 	}, nil
 }
 

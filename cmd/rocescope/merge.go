@@ -242,6 +242,7 @@ var ignoredByMerge = []struct{ flag, why string }{
 	{"state-out", "merge writes reports only"},
 	{"prometheus", "merge writes reports only"},
 	{"table-size", "the states carry their flows"},
+	{"burst", "the states carry their burst interval"},
 	{"progress", "merge shows no progress"},
 }
 

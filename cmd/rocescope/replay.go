@@ -35,6 +35,12 @@ with --keep-going the damaged records are counted and the replay goes on.
 Every replay ends with one line on standard error, as tcpdump does: frames,
 RoCE frames, windows, distinct flows, the time the traffic spans, and how
 long the replay took.
+
+Each report names the window's trouble as events: an incast (many sources
+bursting into one destination within --burst), a PFC storm (a priority kept
+paused by one source MAC), a retransmission episode and its cause (a NAK, an
+RNR NAK, or a timeout), and a flow whose CE marks its receiver answered with
+no CNP. The flags from --link-rate to --max-events set their rules.
 ` + filterHelp,
 		example: `  rocescope replay trace.pcap
   rocescope replay --window 100ms --elephant-rate 10G --top 50 a.pcap b.pcapng.gz
