@@ -7,7 +7,7 @@ import (
 )
 
 // ActivityRuns is how many runs of burst slots a flow's activity profile
-// keeps per window.
+// keeps per window (Activity.add is written for four).
 const ActivityRuns = 4
 
 // Run is a run of burst slots of a window in which a flow sent frames, and
@@ -42,9 +42,9 @@ type Activity [ActivityRuns]Run
 
 // Len returns the number of runs.
 func (a *Activity) Len() int {
-	n := 0
-	for n < ActivityRuns && a[n].End != 0 {
-		n++
+	n := ActivityRuns // full, the common case of a flow that sends now and then
+	for n > 0 && a[n-1].End == 0 {
+		n--
 	}
 	return n
 }
@@ -77,19 +77,23 @@ func (a *Activity) add(r Run) {
 	case r.Start > last.End && n < ActivityRuns:
 		a[n] = r
 	case r.Start > last.End:
-		// Full: join the closest pair among the runs and r.
-		best, gap := ActivityRuns, r.Start-last.End
-		for i := 1; i < ActivityRuns; i++ {
-			if g := a[i].Start - a[i-1].End; g <= gap && (g < gap || i < best) {
-				best, gap = i, g
-			}
+		// Full: join the closest pair among the runs and r, the
+		// earliest of equal gaps.
+		best, gap := 1, a[1].Start-a[0].End
+		if g := a[2].Start - a[1].End; g < gap {
+			best, gap = 2, g
 		}
-		if best == ActivityRuns {
-			*last = last.join(r)
+		if g := a[3].Start - a[2].End; g < gap {
+			best, gap = 3, g
+		}
+		if r.Start-a[3].End < gap {
+			a[3] = a[3].join(r)
 			return
 		}
 		a[best-1] = a[best-1].join(a[best])
-		copy(a[best:], a[best+1:])
+		for i := best; i < ActivityRuns-1; i++ {
+			a[i] = a[i+1]
+		}
 		a[ActivityRuns-1] = r
 	default:
 		// Out of time order (frames of several sources interleaved):

@@ -21,11 +21,13 @@ const psnMask = 1<<24 - 1
 // benchFrames makes n frames of WRITE traffic over the given number of
 // connections, one frame every gap ns, each cut to 128 bytes as a mirror
 // with truncation would: WRITE Middle packets with an ACK every eighth
-// packet from the responder.
-func benchFrames(n, conns int, gap int64) []capture.Frame {
+// packet from the responder. It returns, per frame, how far the PSNs of
+// its connection advance in one pass over the frames.
+func benchFrames(n, conns int, gap int64) ([]capture.Frame, []uint32) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	psn := make([]uint32, conns)
 	frames := make([]capture.Frame, n)
+	conn := make([]int32, n)
 	mem := make([]byte, 0, n*128)
 	for i := range frames {
 		c := rng.IntN(conns)
@@ -43,20 +45,32 @@ func benchFrames(n, conns int, gap int64) []capture.Frame {
 		off := len(mem)
 		mem = append(mem, b...)
 		frames[i] = capture.Frame{Data: mem[off:len(mem):len(mem)], Time: testframes.Epoch + int64(i)*gap, OrigLen: uint32(orig), Link: decode.LinkEthernet}
+		conn[i] = int32(c)
 	}
-	return frames
+	step := make([]uint32, n)
+	for i, c := range conn {
+		step[i] = psn[c]
+	}
+	return frames, step
 }
 
 // loopSource replays frames in batches until it has delivered n, each pass
-// over them shifted in time past the previous one, so that flows persist as
-// on a real link.
+// over them shifted in time past the previous one, and their PSNs past the
+// previous pass's (by step, per frame), so that flows persist as on a real
+// link, sending new PSNs.
 type loopSource struct {
 	frames []capture.Frame
-	n      int // frames to deliver
+	step   []uint32 // per frame: how far its connection's PSNs advance in a pass
+	n      int      // frames to deliver
 	pos    int
 	pass   int
 	sent   int
+	base   []uint32 // the frames' PSNs of the first pass
 }
+
+// psnAt is the offset of the BTH PSN in the frames of benchFrames
+// (Ethernet, IPv4, UDP, then the PSN in the BTH's last three bytes).
+const psnAt = 14 + 20 + 8 + 9
 
 func (s *loopSource) Next(b *capture.Batch) error {
 	if s.pos == len(s.frames) {
@@ -66,11 +80,23 @@ func (s *loopSource) Next(b *capture.Batch) error {
 		b.Frames = b.Frames[:0]
 		return io.EOF
 	}
+	if s.base == nil {
+		s.base = make([]uint32, len(s.frames))
+		for i, f := range s.frames {
+			s.base[i] = uint32(f.Data[psnAt])<<16 | uint32(f.Data[psnAt+1])<<8 | uint32(f.Data[psnAt+2])
+		}
+	}
 	n := copy(b.Frames[:min(cap(b.Frames), s.n-s.sent)], s.frames[s.pos:])
 	b.Frames = b.Frames[:n]
 	span := s.frames[len(s.frames)-1].Time - s.frames[0].Time + s.frames[1].Time - s.frames[0].Time
 	for i := range b.Frames {
 		b.Frames[i].Time += int64(s.pass) * span
+		// The frame's bytes are the same memory in every pass: its PSN
+		// is written for this one.
+		j := s.pos + i
+		psn := (s.base[j] + uint32(s.pass)*s.step[j]) & psnMask
+		d := b.Frames[i].Data[psnAt : psnAt+3]
+		d[0], d[1], d[2] = byte(psn>>16), byte(psn>>8), byte(psn)
 	}
 	s.pos += n
 	s.sent += n
@@ -90,7 +116,7 @@ func (s *loopSource) Close() error         { return nil }
 // 20000000x or more so that several windows close.
 func BenchmarkEngine(b *testing.B) {
 	for _, conns := range []int{10_000, 100_000, 1_000_000} {
-		frames := benchFrames(1<<20, conns, 200)
+		frames, step := benchFrames(1<<20, conns, 200)
 		for _, workers := range []int{1, 2} {
 			b.Run(fmt.Sprintf("conns=%d/workers=%d", conns, workers), func(b *testing.B) {
 				cfg := &metrics.Config{Workers: workers, Host: "bench"}
@@ -103,7 +129,7 @@ func BenchmarkEngine(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					if err := e.Run(context.Background(), []capture.Source{&loopSource{frames: frames, n: n}}, func(w *metrics.Window) error {
+					if err := e.Run(context.Background(), []capture.Source{&loopSource{frames: frames, step: step, n: n}}, func(w *metrics.Window) error {
 						rp.Build(w)
 						return nil
 					}); err != nil {

@@ -330,3 +330,51 @@ func TestEnginePauses(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkActivityAdd folds slots into a full profile, as a flow that
+// sends once every few slots does: every fold looks at the gaps.
+func BenchmarkActivityAdd(b *testing.B) {
+	b.ReportAllocs()
+	var a Activity
+	s := uint32(0)
+	for b.Loop() {
+		a.add(Run{Start: s, End: s + 1, Bytes: 1000})
+		if s += 3; s > 990 {
+			s, a = 0, Activity{}
+		}
+	}
+}
+
+// TestReaderSlot: the burst slot of a time, computed with a reciprocal,
+// is the quotient, at the edges of slots and at random, for burst
+// intervals and windows from the smallest to the largest.
+func TestReaderSlot(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, c := range []struct{ window, burst time.Duration }{
+		{time.Millisecond, time.Microsecond}, {time.Second, time.Millisecond}, {time.Second, 7 * time.Microsecond / 7},
+		{3 * time.Second, 3 * time.Millisecond}, {time.Hour, 10 * time.Millisecond}, {time.Hour, time.Microsecond},
+		{1000 * time.Hour, 10 * time.Millisecond}, {999 * time.Millisecond, 333 * time.Microsecond},
+	} {
+		cfg, err := (&Config{Window: c.window, Burst: c.burst}).WithDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := newReader(&cfg, nil)
+		w, b := int64(c.window), int64(c.burst)
+		start := 17 * w
+		check := func(off int64) {
+			if got, want := r.slot(17, start+off), uint32(min(max(off, 0), w-1)/b); got != want {
+				t.Fatalf("window %v, burst %v, offset %d: slot %d, want %d", c.window, c.burst, off, got, want)
+			}
+		}
+		for k := int64(0); k <= w/b; k += max(1, w/b/1000) {
+			check(k*b - 1)
+			check(k * b)
+		}
+		for range 10000 {
+			check(rng.Int64N(w))
+		}
+		check(-5)
+		check(w + 5)
+	}
+}

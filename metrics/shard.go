@@ -89,22 +89,24 @@ const (
 // page-aligned, so each field sits at a known line: a frame touches lines 0
 // and 1 (hash, key, opcode mix), 2 (bytes, payload, packets) and 6 (the
 // burst slot accumulator, PSN tracking, pairing, the path MTU), and
-// handleBatch fetches those ahead. The activity profile (rec.Act, lines
-// 4-6) is touched when the flow's burst slot changes; line 7 when its
-// window changes, on PSN gaps and retransmissions; lines 8-9 for latency.
+// handleBatch fetches those ahead, and the activity profile (rec.Act, lines
+// 4-6), which a frame touches when the flow's burst slot changes; line 7
+// when its window changes, on PSN gaps and retransmissions; lines 8-9 for
+// latency.
 type entry struct {
 	hash uint64
 	win  int64      // window whose counters rec holds, noWindow when it holds none
 	rec  FlowRecord // counters in window win; rec.Key is the flow's key
 
 	// The burst slot accumulator: the slot of window win the flow sends
-	// in now, and rec's counters when the slot began (mod 2^32, so a
-	// slot holds less than 4 GiB: the burst interval is at most 10ms).
-	// The slot is folded into rec.Act when the flow moves on to another.
+	// in now, rec's bytes when the slot began (mod 2^32, so a slot holds
+	// less than 4 GiB: the burst interval is at most 10ms), and its CE
+	// marks and CNPs. The slot is folded into rec.Act when the flow moves
+	// on to another.
 	slot      uint32 // the slot + 1; 0 for none
 	slotBytes uint32 // FlowBytes
-	slotCE    uint32 // FlowECNCE
-	slotCNP   uint32 // FlowCNPCarried
+	slotCE    uint32
+	slotCNP   uint32
 
 	epsn    uint32 // expected PSN of the next request
 	slack   uint32 // PSNs the next request may skip without a gap
@@ -293,10 +295,7 @@ func (s *shard) drain() []*Window {
 // record of a retransmission episode still going on.
 func (s *shard) materialize(e *entry, win *Window) {
 	e.endSlot()
-	if e.flags&(entEpisode|entEpRecorded) == entEpisode|entEpRecorded {
-		win.Retrans[e.epAt].Ongoing = true
-	}
-	e.flags &^= entEpRecorded
+	e.endEpisode(win)
 	e.epAt, e.epN = -1, 0
 	e.prevWin, e.prevRec = e.win, int32(len(win.Flows))
 	e.win = noWindow
@@ -304,11 +303,10 @@ func (s *shard) materialize(e *entry, win *Window) {
 }
 
 // startSlot ends the burst slot e accumulates, if any, and starts slot
-// (of window e.win) with rec's counters before the frame that is in it.
+// (of window e.win) with rec's bytes before the frame that is in it.
 func (e *entry) startSlot(slot uint32) {
 	e.endSlot()
-	c := &e.rec.C
-	e.slot, e.slotBytes, e.slotCE, e.slotCNP = slot+1, uint32(c[FlowBytes]), uint32(c[FlowECNCE]), uint32(c[FlowCNPCarried])
+	e.slot, e.slotBytes, e.slotCE, e.slotCNP = slot+1, uint32(e.rec.C[FlowBytes]), 0, 0
 }
 
 // endSlot folds the burst slot e accumulates into the activity profile.
@@ -316,9 +314,7 @@ func (e *entry) endSlot() {
 	if e.slot == 0 {
 		return
 	}
-	c := &e.rec.C
-	e.rec.Act.add(Run{Start: e.slot - 1, End: e.slot, Bytes: uint64(uint32(c[FlowBytes]) - e.slotBytes),
-		ECNCE: uint32(c[FlowECNCE]) - e.slotCE, CNP: uint32(c[FlowCNPCarried]) - e.slotCNP})
+	e.rec.Act.add(Run{Start: e.slot - 1, End: e.slot, Bytes: uint64(uint32(e.rec.C[FlowBytes]) - e.slotBytes), ECNCE: e.slotCE, CNP: e.slotCNP})
 	e.slot = 0
 }
 
@@ -381,7 +377,9 @@ func (s *shard) handleBatch(evs []event) {
 	for _, idx := range home {
 		if idx != 0 {
 			e := t.at(int32(idx - 1))
-			sum += e.hash + e.rec.C[FlowPackets] + uint64(e.epsn) // lines 0, 2 and 6 (and 1, 3, 7 beside them)
+			// Lines 0, 2, 4 and 5 (the activity profile, which a frame in
+			// a new burst slot touches) and 6, and 1, 3, 7 beside them.
+			sum += e.hash + e.rec.C[FlowPackets] + uint64(e.rec.Act[0].End) + uint64(e.rec.Act[2].End) + uint64(e.epsn)
 		}
 	}
 	s.warm += sum
@@ -416,6 +414,10 @@ func (s *shard) handle(ev *event) {
 	f := ev.flags
 	if f&(evCE|evFECN|evBECN|evEndsMessage|evAck|evNAK|evRNR|evCNP) != 0 {
 		countFlags(r, f)
+		if f&(evCE|evCNP) != 0 && r == &e.rec {
+			e.slotCE += uint32(f & evCE)
+			e.slotCNP += uint32(f&evCNP) / uint32(evCNP)
+		}
 	}
 	if f&evSQP != 0 {
 		e.sqp, e.flags = ev.sqp, e.flags|entSQPKnown
@@ -633,7 +635,14 @@ func (s *shard) trackPSN(e *entry, r *FlowRecord, win *Window, ev *event) {
 			return
 		}
 	}
-	e.flags = e.flags&^entEpisode | entPSNValid // a new PSN ends an episode
+	if e.flags&entEpisode != 0 {
+		// A new PSN ends the episode.
+		e.flags &^= entEpisode
+		if e.win != noWindow {
+			e.endEpisode(s.open[e.win&1])
+		}
+	}
+	e.flags |= entPSNValid
 	n, slack := uint32(1), uint32(0)
 	if ev.flags&evReadReq != 0 {
 		// A READ request consumes one PSN per response packet: exactly
@@ -683,23 +692,37 @@ func (s *shard) resent(e *entry, win *Window, ev *event) {
 		e.epPSN = ev.psn
 		e.epStall = uint32(min(max(ev.time-e.epTrouble, 0), math.MaxUint32))
 	}
-	if e.win != win.Index() {
+	if e.win != win.Index() || e.flags&entEpRecorded != 0 {
 		return
 	}
-	if e.flags&entEpRecorded == 0 {
-		e.flags |= entEpRecorded
-		if e.epN < maxEpisodes {
-			e.epAt, e.epN = int32(len(win.Retrans)), e.epN+1
-			trouble := e.epTrouble - win.Start
-			win.Retrans = append(win.Retrans, Retransmission{Key: e.rec.Key, Trouble: trouble,
-				First: trouble + int64(e.epStall), FirstPSN: e.epPSN, Cause: e.epCause, NAKCode: e.epCode})
-		} else {
-			win.Retrans[e.epAt].Merged = true
-		}
+	// The record's Resent holds the flow's retransmits before the
+	// episode's first frame in the window until endEpisode, so that a
+	// frame touches nothing but the entry.
+	e.flags |= entEpRecorded
+	base := uint32(e.rec.C[FlowRetransmits]) - 1
+	if e.epN < maxEpisodes {
+		e.epAt, e.epN = int32(len(win.Retrans)), e.epN+1
+		trouble := e.epTrouble - win.Start
+		win.Retrans = append(win.Retrans, Retransmission{Key: e.rec.Key, Trouble: trouble,
+			First: trouble + int64(e.epStall), FirstPSN: e.epPSN, Cause: e.epCause, NAKCode: e.epCode, Resent: base})
+		return
 	}
 	rec := &win.Retrans[e.epAt]
-	rec.Resent++
-	rec.Last = ev.time - win.Start
+	rec.Merged, rec.Resent = true, base-rec.Resent
+}
+
+// endEpisode completes the record of the flow's retransmission episode in
+// win, the flow's current window, if it has one there: its frames resent,
+// and its last, the flow's last request.
+func (e *entry) endEpisode(win *Window) {
+	if e.flags&entEpRecorded == 0 {
+		return
+	}
+	e.flags &^= entEpRecorded
+	rec := &win.Retrans[e.epAt]
+	rec.Resent = uint32(e.rec.C[FlowRetransmits]) - rec.Resent
+	rec.Last = e.lastReq - win.Start
+	rec.Ongoing = e.flags&entEpisode != 0
 }
 
 // matchLatency pairs a READ response head or an ACK on e with the pending
