@@ -15,10 +15,10 @@ const ActivityRuns = 4
 // window start. A run the profile made by joining two (see [Activity]) also
 // holds the slots between them, in which the flow may have sent nothing.
 type Run struct {
-	Start, End uint32 // slots [Start, End) of the window; End > Start
-	ECNCE      uint32 // frames marked CE (saturates at 2^32-1)
-	CNP        uint32 // CNPs the flow carried (saturates at 2^32-1)
 	Bytes      uint64 // on-wire bytes
+	Start, End uint16 // slots [Start, End) of the window; End > Start
+	ECNCE      uint16 // frames marked CE (saturates at 2^16-1)
+	CNP        uint16 // CNPs the flow carried (saturates at 2^16-1)
 }
 
 // Activity is a flow's activity profile in a window: when, at the burst
@@ -28,7 +28,8 @@ type Run struct {
 // only a slot accumulator in the flow's table entry); a slot next to the
 // last run extends it, and a new run beyond ActivityRuns joins the two runs
 // closest in time (the smallest gap, the earliest of equal ones), so that
-// the profile stays 96 bytes however the flow sends.
+// the profile stays 64 bytes, a cache line, however the flow sends. A
+// window holds at most MaxSlots burst slots.
 //
 // The profile is exact (each run holds exactly the slots with frames, and
 // their bytes and marks) while the flow's sending falls into at most
@@ -126,17 +127,23 @@ func (a *Activity) set(rs []Run) {
 func (r Run) bounds() (int64, int64) { return int64(r.Start), int64(r.End) }
 
 func (r Run) join(o Run) Run {
-	return Run{Start: min(r.Start, o.Start), End: max(r.End, o.End), ECNCE: satAdd32(r.ECNCE, o.ECNCE),
-		CNP: satAdd32(r.CNP, o.CNP), Bytes: r.Bytes + o.Bytes}
+	return Run{Start: min(r.Start, o.Start), End: max(r.End, o.End), ECNCE: satAdd16(r.ECNCE, o.ECNCE),
+		CNP: satAdd16(r.CNP, o.CNP), Bytes: r.Bytes + o.Bytes}
 }
 
-// satAdd32 adds, saturating at the largest uint32.
-func satAdd32(a, b uint32) uint32 {
+// MaxSlots is the most burst slots a window may hold (Config.Burst).
+const MaxSlots = math.MaxUint16
+
+// satAdd16 adds, saturating at the largest uint16.
+func satAdd16(a, b uint16) uint16 {
 	if s := a + b; s >= a {
 		return s
 	}
-	return math.MaxUint32
+	return math.MaxUint16
 }
+
+// sat16 returns n, or the largest uint16 when n is larger.
+func sat16(n uint32) uint16 { return uint16(min(n, math.MaxUint16)) }
 
 // spanner is what combineRuns needs of a run: its bounds, and the run two
 // make together.

@@ -39,8 +39,9 @@ type Config struct {
 	LinkRate float64
 	// Burst is the burst interval: the slot length of the flows'
 	// activity profiles (Activity), which incasts are found in; from 1µs
-	// to MaxBurst, dividing Window; default 1ms (1µs for a window that is
-	// no multiple of 1ms).
+	// to MaxBurst, dividing Window into at most MaxSlots; default 1ms (for
+	// a window that is no multiple of it, the longest of 100µs, 10µs and
+	// 1µs that divides it).
 	Burst time.Duration
 	// Rules are the thresholds of the diagnoses a report names.
 	Rules Rules
@@ -176,17 +177,18 @@ func (c *Config) WithDefaults() (Config, error) {
 		return d, fmt.Errorf("metrics: link rate %v must be finite and above 0: %w", d.LinkRate, ErrConfig)
 	}
 	if d.Burst == 0 {
-		// 1ms, or 1µs for a window that is no multiple of 1ms.
+		// 1ms, or for a window that is no multiple of it the longest of
+		// 100µs, 10µs and 1µs that divides it.
 		d.Burst = DefaultBurst
-		if d.Window%d.Burst != 0 {
-			d.Burst = time.Microsecond
+		for d.Window%d.Burst != 0 && d.Burst > time.Microsecond {
+			d.Burst /= 10
 		}
 	}
 	if d.Burst < time.Microsecond || d.Burst > MaxBurst || d.Window%d.Burst != 0 {
 		return d, fmt.Errorf("metrics: burst interval %v must be from 1µs to %v and divide the window %v: %w", d.Burst, MaxBurst, d.Window, ErrConfig)
 	}
-	if d.Window/d.Burst > math.MaxUint32 {
-		return d, fmt.Errorf("metrics: window %v holds more than 2^32 burst intervals of %v: %w", d.Window, d.Burst, ErrConfig)
+	if d.Window/d.Burst > MaxSlots {
+		return d, fmt.Errorf("metrics: window %v holds more than %d burst intervals of %v: %w", d.Window, MaxSlots, d.Burst, ErrConfig)
 	}
 	return d, d.Rules.withDefaults()
 }

@@ -17,33 +17,33 @@ import (
 // one run, a fifth run joins the two closest (the earliest of equal gaps),
 // a run out of time order joins what it touches.
 func TestActivityAdd(t *testing.T) {
-	slot := func(s uint32, bytes uint64) Run { return Run{Start: s, End: s + 1, Bytes: bytes} }
+	slot := func(s uint16, bytes uint64) Run { return Run{Start: s, End: s + 1, Bytes: bytes} }
 	var a Activity
-	for _, s := range []uint32{0, 1, 2} {
+	for _, s := range []uint16{0, 1, 2} {
 		a.add(slot(s, 100))
 	}
 	if want := (Activity{{Start: 0, End: 3, Bytes: 300}}); a != want {
 		t.Fatalf("adjacent slots: %+v, want %+v", a, want)
 	}
 	a = Activity{}
-	for _, s := range []uint32{0, 2, 4, 6, 7} {
+	for _, s := range []uint16{0, 2, 4, 6, 7} {
 		a.add(slot(s, uint64(s)))
 	}
-	if want := (Activity{{0, 1, 0, 0, 0}, {2, 3, 0, 0, 2}, {4, 5, 0, 0, 4}, {6, 8, 0, 0, 13}}); a != want {
+	if want := (Activity{{0, 0, 1, 0, 0}, {2, 2, 3, 0, 0}, {4, 4, 5, 0, 0}, {13, 6, 8, 0, 0}}); a != want {
 		t.Fatalf("four runs: %+v, want %+v", a, want)
 	}
 	a.add(Run{Start: 20, End: 21, ECNCE: 3, CNP: 1, Bytes: 20})
-	if want := (Activity{{0, 3, 0, 0, 2}, {4, 5, 0, 0, 4}, {6, 8, 0, 0, 13}, {20, 21, 3, 1, 20}}); a != want {
+	if want := (Activity{{2, 0, 3, 0, 0}, {4, 4, 5, 0, 0}, {13, 6, 8, 0, 0}, {20, 20, 21, 3, 1}}); a != want {
 		t.Fatalf("a fifth run: %+v, want %+v", a, want)
 	}
 	a.add(slot(5, 5)) // out of order: touches [4,5) and [6,8)
-	if want := (Activity{{0, 3, 0, 0, 2}, {4, 8, 0, 0, 22}, {20, 21, 3, 1, 20}}); a != want {
+	if want := (Activity{{2, 0, 3, 0, 0}, {22, 4, 8, 0, 0}, {20, 20, 21, 3, 1}}); a != want {
 		t.Fatalf("a run out of order: %+v, want %+v", a, want)
 	}
 	a.add(slot(30, 1))
 	a.add(slot(31, 1))
 	a.add(slot(40, 1)) // gaps 1, 12, 9, 9: [0,3) and [4,8) join
-	if want := (Activity{{0, 8, 0, 0, 24}, {20, 21, 3, 1, 20}, {30, 32, 0, 0, 2}, {40, 41, 0, 0, 1}}); a != want {
+	if want := (Activity{{24, 0, 8, 0, 0}, {20, 20, 21, 3, 1}, {2, 30, 32, 0, 0}, {1, 40, 41, 0, 0}}); a != want {
 		t.Fatalf("full again: %+v, want %+v", a, want)
 	}
 }
@@ -54,20 +54,20 @@ func TestActivityRule(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	random := func() Activity {
 		var a Activity
-		s := uint32(rng.IntN(4))
+		s := uint16(rng.IntN(4))
 		for range rng.IntN(12) {
-			a.add(Run{Start: s, End: s + 1 + uint32(rng.IntN(3)), Bytes: uint64(rng.IntN(1000)), ECNCE: uint32(rng.IntN(2))})
-			s += 1 + uint32(rng.IntN(10))
+			a.add(Run{Start: s, End: s + 1 + uint16(rng.IntN(3)), Bytes: uint64(rng.IntN(1000)), ECNCE: uint16(rng.IntN(2))})
+			s += 1 + uint16(rng.IntN(10))
 			if rng.IntN(5) == 0 {
-				s = uint32(rng.IntN(int(s) + 1)) // now and then, out of order
+				s = uint16(rng.IntN(int(s) + 1)) // now and then, out of order
 			}
 		}
 		return a
 	}
 	for i := range 20000 {
 		a, b := random(), random()
-		r := Run{Start: uint32(rng.IntN(60)), Bytes: 7, CNP: 1}
-		r.End = r.Start + 1 + uint32(rng.IntN(2))
+		r := Run{Start: uint16(rng.IntN(60)), Bytes: 7, CNP: 1}
+		r.End = r.Start + 1 + uint16(rng.IntN(2))
 		var buf [2 * ActivityRuns]Run
 		n := copy(buf[:], a.Runs())
 		buf[n] = r
@@ -336,7 +336,7 @@ func TestEnginePauses(t *testing.T) {
 func BenchmarkActivityAdd(b *testing.B) {
 	b.ReportAllocs()
 	var a Activity
-	s := uint32(0)
+	s := uint16(0)
 	for b.Loop() {
 		a.add(Run{Start: s, End: s + 1, Bytes: 1000})
 		if s += 3; s > 990 {
@@ -351,9 +351,9 @@ func BenchmarkActivityAdd(b *testing.B) {
 func TestReaderSlot(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, c := range []struct{ window, burst time.Duration }{
-		{time.Millisecond, time.Microsecond}, {time.Second, time.Millisecond}, {time.Second, 7 * time.Microsecond / 7},
-		{3 * time.Second, 3 * time.Millisecond}, {time.Hour, 10 * time.Millisecond}, {time.Hour, time.Microsecond},
-		{1000 * time.Hour, 10 * time.Millisecond}, {999 * time.Millisecond, 333 * time.Microsecond},
+		{time.Millisecond, time.Microsecond}, {time.Second, time.Millisecond}, {time.Second, 20 * time.Microsecond},
+		{3 * time.Second, 3 * time.Millisecond}, {time.Minute, time.Millisecond}, {10 * time.Minute, 10 * time.Millisecond},
+		{1000 * time.Millisecond, 50 * time.Microsecond}, {999 * time.Millisecond, 333 * time.Microsecond},
 	} {
 		cfg, err := (&Config{Window: c.window, Burst: c.burst}).WithDefaults()
 		if err != nil {
@@ -376,5 +376,46 @@ func TestReaderSlot(t *testing.T) {
 		}
 		check(-5)
 		check(w + 5)
+	}
+}
+
+// TestSlotRuns: slots folded through an entry's accumulator and its two
+// runs give the profile that folding each slot into it in turn gives,
+// however the flow sends: in runs of consecutive slots, now and then, or
+// with more than 4 GiB in a run.
+func TestSlotRuns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i := range 5000 {
+		var e entry
+		var want Activity
+		slot := uint32(rng.IntN(5))
+		big := rng.IntN(10) == 0
+		for range rng.IntN(40) {
+			var r Run
+			e.startSlot(slot)
+			for k := range 1 + rng.IntN(3) {
+				n := uint64(1 + rng.IntN(5000))
+				if big && k > 0 {
+					break
+				}
+				if big {
+					n = 3 << 30 // 3 GiB a slot (a slot holds less than 4): runs of two pass 4 GiB
+				}
+				e.rec.C[FlowBytes] += n
+				r.Bytes += n
+				if rng.IntN(4) == 0 {
+					e.slotCE++
+					r.ECNCE++
+				}
+			}
+			r.Start, r.End = uint16(slot), uint16(slot+1)
+			want.add(r)
+			slot += 1 + uint32(rng.IntN(3))*uint32(rng.IntN(2)) // often the next slot
+		}
+		e.endSlot()
+		e.flushRuns()
+		if e.rec.Act != want {
+			t.Fatalf("case %d: %+v through the runs, %+v slot by slot", i, e.rec.Act, want)
+		}
 	}
 }

@@ -32,7 +32,7 @@ type reader struct {
 	seed          uint64
 	winLen        int64
 	burst         int64   // burst interval, ns
-	burstInv      uint64  // ceil(2^64 / burst), when slot may divide by multiplying with it, else 0
+	burstInv      uint64  // ceil(2^64 / burst): slot divides by multiplying with it
 	quantumNS     float64 // ns a PFC pause quantum lasts
 	lateness      int64
 	started       bool  // the clock is set: a frame arrived, or a live capture started
@@ -87,15 +87,14 @@ func newReader(cfg *Config, out output) *reader {
 		live:          cfg.Live,
 	}
 	r.minIdx, r.maxIdx = -(math.MaxInt64 / r.winLen), math.MaxInt64/r.winLen-1
-	if hi, lo := bits.Mul64(uint64(r.winLen), uint64(r.burst)); hi == 0 && lo < 1<<63 {
-		// off/burst = off·ceil(2^64/burst)/2^64, rounded down, for every
-		// off < winLen: the error off·(ceil(2^64/burst)·burst − 2^64)/2^64
-		// stays below off·burst/2^64 < 1/burst.
-		q, rem := bits.Div64(1, 0, uint64(r.burst))
-		r.burstInv = q
-		if rem != 0 {
-			r.burstInv++
-		}
+	// off/burst = off·ceil(2^64/burst)/2^64, rounded down, for every off
+	// < winLen: the error off·(ceil(2^64/burst)·burst − 2^64)/2^64 stays
+	// below off·burst/2^64 < 1/burst, as winLen·burst ≤ MaxSlots·MaxBurst²
+	// < 2^64.
+	q, rem := bits.Div64(1, 0, uint64(r.burst))
+	r.burstInv = q
+	if rem != 0 {
+		r.burstInv++
 	}
 	return r
 }
@@ -299,11 +298,8 @@ func (r *reader) roce(rw *readerWindow, f *capture.Frame, t int64) {
 // or last slot.
 func (r *reader) slot(w, t int64) uint32 {
 	off := min(max(t-w*r.winLen, 0), r.winLen-1)
-	if r.burstInv != 0 {
-		hi, _ := bits.Mul64(uint64(off), r.burstInv)
-		return uint32(hi)
-	}
-	return uint32(off / r.burst)
+	hi, _ := bits.Mul64(uint64(off), r.burstInv)
+	return uint32(hi)
 }
 
 // opFlags holds the event flags each BTH opcode implies.

@@ -108,17 +108,18 @@ func (m *OpMix) Merge(o *OpMix) {
 
 // FlowRecord is the exact record of one flow in one window, kept by the QP
 // table and merged across workers and hosts. Its fields are laid out so
-// that what every frame updates (the opcode mix, bytes, payload, packets)
-// shares the first three cache lines with the key.
+// that, in a table entry, the key, the activity profile and what every
+// frame updates (the opcode mix, bytes, payload, packets) take its first
+// four cache lines, the profile one of its own.
 type FlowRecord struct {
 	Key      FlowKey
-	Ops      OpMix
-	C        [numFlowCounters]uint64
 	SQP      uint32 // source QP, when SQPKnown
 	Sport    uint16 // UDP source port (RoCEv2), 0 otherwise
 	SQPKnown bool
-	hash     uint64   // Key's flow hash under the window's seed, for canonical order
-	Act      Activity // when in the window the flow sent, at the burst interval
+	Act      Activity // when in the window the flow sent, at the burst interval; on a cache line of its own
+	Ops      OpMix
+	C        [numFlowCounters]uint64
+	hash     uint64 // Key's flow hash under the window's seed, for canonical order
 }
 
 // Get returns the value of counter c.

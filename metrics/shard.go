@@ -86,27 +86,35 @@ const (
 // window or the window closes.
 //
 // An entry is 640 bytes, a multiple of the cache line, and the slab is
-// page-aligned, so each field sits at a known line: a frame touches lines 0
-// and 1 (hash, key, opcode mix), 2 (bytes, payload, packets) and 6 (the
-// burst slot accumulator, PSN tracking, pairing, the path MTU), and
-// handleBatch fetches those ahead, and the activity profile (rec.Act, lines
-// 4-6), which a frame touches when the flow's burst slot changes; line 7
-// when its window changes, on PSN gaps and retransmissions; lines 8-9 for
-// latency.
+// page-aligned, so each field sits at a known line. A frame touches three
+// pairs of lines, 128 bytes each, which the processors fetch together:
+// lines 0-1 (hash, key; the activity profile rec.Act, touched when the
+// flow's burst slot changes), 2-3 (opcode mix; bytes, payload, packets)
+// and 6-7 (the slot accumulator, PSN tracking, pairing, the path MTU), and
+// handleBatch fetches them ahead. Lines 4-5 hold the rarer counters, line
+// 7 also what only a new window, PSN gaps and retransmissions touch; lines
+// 8-9 are for latency.
 type entry struct {
 	hash uint64
 	win  int64      // window whose counters rec holds, noWindow when it holds none
 	rec  FlowRecord // counters in window win; rec.Key is the flow's key
+	_    [16]byte
 
 	// The burst slot accumulator: the slot of window win the flow sends
 	// in now, rec's bytes when the slot began (mod 2^32, so a slot holds
 	// less than 4 GiB: the burst interval is at most 10ms), and its CE
-	// marks and CNPs. The slot is folded into rec.Act when the flow moves
-	// on to another.
-	slot      uint32 // the slot + 1; 0 for none
+	// marks and CNPs (saturating). When the flow moves on to another slot
+	// the slot joins the last of up to two runs kept here, or starts a
+	// new one; the runs go into rec.Act (on another line) two at a time,
+	// or when the window closes, so that a flow that sends now and then
+	// touches the profile on every other run.
+	slot      uint16 // the slot + 1; 0 for none
+	slotCE    uint16
+	slotCNP   uint16
+	nruns     uint8 // runs in runs
+	_         uint8
 	slotBytes uint32 // FlowBytes
-	slotCE    uint32
-	slotCNP   uint32
+	runs      [2]slotRun
 
 	epsn    uint32 // expected PSN of the next request
 	slack   uint32 // PSNs the next request may skip without a gap
@@ -114,8 +122,8 @@ type entry struct {
 	flags   uint8
 	pendAt  uint8 // next pending slot to overwrite
 	sport   uint16
-	pmtu    uint32 // path MTU learned from full-size packets, 0 if unknown
-	pmtuMin uint32 // lower bound of the path MTU from ONLY packets, 0 if none
+	pmtu    uint16 // path MTU learned from full-size packets, 0 if unknown
+	pmtuMin uint16 // lower bound of the path MTU from ONLY packets, 0 if none
 	lastReq int64  // time of the last request frame
 
 	lastWin int64 // last window with a packet; freeEntry when the slab entry is free
@@ -295,6 +303,7 @@ func (s *shard) drain() []*Window {
 // record of a retransmission episode still going on.
 func (s *shard) materialize(e *entry, win *Window) {
 	e.endSlot()
+	e.flushRuns()
 	e.endEpisode(win)
 	e.epAt, e.epN = -1, 0
 	e.prevWin, e.prevRec = e.win, int32(len(win.Flows))
@@ -302,20 +311,49 @@ func (s *shard) materialize(e *entry, win *Window) {
 	e.stamp(addFlow(win, &e.rec))
 }
 
+// slotRun is a run of consecutive burst slots of a flow on its way into
+// its activity profile: Run in 12 bytes.
+type slotRun struct {
+	bytes               uint32
+	start, end, ce, cnp uint16
+}
+
 // startSlot ends the burst slot e accumulates, if any, and starts slot
 // (of window e.win) with rec's bytes before the frame that is in it.
 func (e *entry) startSlot(slot uint32) {
 	e.endSlot()
-	e.slot, e.slotBytes, e.slotCE, e.slotCNP = slot+1, uint32(e.rec.C[FlowBytes]), 0, 0
+	e.slot, e.slotBytes, e.slotCE, e.slotCNP = uint16(slot+1), uint32(e.rec.C[FlowBytes]), 0, 0
 }
 
-// endSlot folds the burst slot e accumulates into the activity profile.
+// endSlot ends the burst slot e accumulates: it joins the last run when it
+// follows it (and the run's bytes stay below 4 GiB), else it starts a run,
+// after the runs went into the activity profile when there were two.
 func (e *entry) endSlot() {
 	if e.slot == 0 {
 		return
 	}
-	e.rec.Act.add(Run{Start: e.slot - 1, End: e.slot, Bytes: uint64(uint32(e.rec.C[FlowBytes]) - e.slotBytes), ECNCE: e.slotCE, CNP: e.slotCNP})
+	s := slotRun{bytes: uint32(e.rec.C[FlowBytes]) - e.slotBytes, start: e.slot - 1, end: e.slot, ce: e.slotCE, cnp: e.slotCNP}
 	e.slot = 0
+	if n := e.nruns; n > 0 {
+		if last := &e.runs[n-1]; last.end == s.start && last.bytes <= math.MaxUint32-s.bytes {
+			last.end, last.bytes = s.end, last.bytes+s.bytes
+			last.ce, last.cnp = satAdd16(last.ce, s.ce), satAdd16(last.cnp, s.cnp)
+			return
+		}
+		if int(n) == len(e.runs) {
+			e.flushRuns()
+		}
+	}
+	e.runs[e.nruns] = s
+	e.nruns++
+}
+
+// flushRuns moves the runs e keeps into the activity profile.
+func (e *entry) flushRuns() {
+	for _, r := range e.runs[:e.nruns] {
+		e.rec.Act.add(Run{Start: r.start, End: r.end, Bytes: uint64(r.bytes), ECNCE: r.ce, CNP: r.cnp})
+	}
+	e.nruns = 0
 }
 
 // addFlow appends a copy of r to the flow list of win and returns it. The
@@ -363,10 +401,10 @@ func (s *shard) sweep(oldest int64) int {
 }
 
 // handleBatch accounts a batch of RoCE frames. It first reads the home
-// table slot of every event, then the entry each names, two passes of
-// loads that do not depend on each other within the pass and so miss the
-// cache in parallel, then handles the events in order with their entries
-// in the cache.
+// table slot of every event, then the entry each names, then the activity
+// profile of those that may need it: passes of loads that do not depend on
+// each other within the pass and so miss the cache in parallel, then
+// handles the events in order with their entries in the cache.
 func (s *shard) handleBatch(evs []event) {
 	t := s.tab
 	home := s.home[:len(evs)]
@@ -377,9 +415,17 @@ func (s *shard) handleBatch(evs []event) {
 	for _, idx := range home {
 		if idx != 0 {
 			e := t.at(int32(idx - 1))
-			// Lines 0, 2, 4 and 5 (the activity profile, which a frame in
-			// a new burst slot touches) and 6, and 1, 3, 7 beside them.
-			sum += e.hash + e.rec.C[FlowPackets] + uint64(e.rec.Act[0].End) + uint64(e.rec.Act[2].End) + uint64(e.epsn)
+			// Lines 0, 3 and 6, and 2 beside 3.
+			sum += e.hash + e.rec.C[FlowPackets] + uint64(e.epsn)
+		}
+	}
+	// Line 1, the activity profile, of the flows whose next burst slot
+	// may move their runs into it.
+	for _, idx := range home {
+		if idx != 0 {
+			if e := t.at(int32(idx - 1)); e.nruns == uint8(len(e.runs)) {
+				sum += e.rec.Act[0].Bytes
+			}
 		}
 	}
 	s.warm += sum
@@ -401,7 +447,7 @@ func (s *shard) handle(ev *event) {
 	e := s.tab.at(idx)
 	r := s.counters(idx, e, win)
 	if r == &e.rec {
-		if e.slot != ev.slot+1 {
+		if uint32(e.slot) != ev.slot+1 {
 			e.startSlot(s.slotIn(win, ev))
 		}
 	} else {
@@ -415,8 +461,8 @@ func (s *shard) handle(ev *event) {
 	if f&(evCE|evFECN|evBECN|evEndsMessage|evAck|evNAK|evRNR|evCNP) != 0 {
 		countFlags(r, f)
 		if f&(evCE|evCNP) != 0 && r == &e.rec {
-			e.slotCE += uint32(f & evCE)
-			e.slotCNP += uint32(f&evCNP) / uint32(evCNP)
+			e.slotCE = satAdd16(e.slotCE, f&evCE)
+			e.slotCNP = satAdd16(e.slotCNP, f&evCNP/evCNP)
 		}
 	}
 	if f&evSQP != 0 {
@@ -456,7 +502,7 @@ func (s *shard) slotIn(win *Window, ev *event) uint32 {
 
 // frameRun returns the run of one frame in slot.
 func frameRun(slot uint32, ev *event) Run {
-	r := Run{Start: slot, End: slot + 1, Bytes: uint64(ev.wire)}
+	r := Run{Start: uint16(slot), End: uint16(slot + 1), Bytes: uint64(ev.wire)}
 	if ev.flags&evCE != 0 {
 		r.ECNCE = 1
 	}
@@ -497,7 +543,7 @@ func (s *shard) counters(idx int32, e *entry, win *Window) *FlowRecord {
 			s.materialize(e, s.open[e.win&1])
 		}
 		e.rec = FlowRecord{Key: e.rec.Key}
-		e.win, e.slot = w, 0
+		e.win, e.slot, e.nruns = w, 0, 0
 		e.lastWin = max(e.lastWin, w)
 		s.active[w&1] = append(s.active[w&1], idx)
 		return &e.rec
@@ -593,11 +639,11 @@ func (s *shard) learnMTU(e *entry, ev *event) {
 		return
 	}
 	if ev.flags&evFullMTU != 0 {
-		req.pmtu = ev.payload
+		req.pmtu = uint16(ev.payload) // at most 4096 in a valid trace, under 2^16 in any frame
 		return
 	}
-	if lo := min(maxPMTU, uint32(1)<<bits.Len32(max(ev.payload, minPMTU)-1)); lo > req.pmtuMin {
-		req.pmtuMin = lo
+	if lo := min(maxPMTU, uint32(1)<<bits.Len32(max(ev.payload, minPMTU)-1)); lo > uint32(req.pmtuMin) {
+		req.pmtuMin = uint16(lo)
 	}
 }
 
@@ -650,10 +696,10 @@ func (s *shard) trackPSN(e *entry, r *FlowRecord, win *Window, ev *event) {
 		// MTU and the smallest possible one give.
 		packets := func(mtu uint32) uint32 { return max(1, (ev.dmaLen+mtu-1)/mtu) }
 		if e.pmtu >= minPMTU {
-			n = packets(e.pmtu)
+			n = packets(uint32(e.pmtu))
 		} else {
 			n = packets(maxPMTU)
-			slack = packets(max(minPMTU, e.pmtuMin)) - n
+			slack = packets(max(minPMTU, uint32(e.pmtuMin))) - n
 		}
 	}
 	e.epsn, e.slack = (ev.psn+n)&psnMask, slack

@@ -406,11 +406,11 @@ func (r *stateReader) activity(a *Activity, slots uint64) {
 		if r.err != nil {
 			return
 		}
-		if start < next || length == 0 || start > slots || length > slots-start || ce > math.MaxUint32 || cnp > math.MaxUint32 {
+		if start < next || length == 0 || start > slots || length > slots-start || ce > math.MaxUint16 || cnp > math.MaxUint16 {
 			r.fail("activity run %d: slots %d+%d after slot %d of %d, marks %d, %d", i, start, length, next, slots, ce, cnp)
 			return
 		}
-		a[i] = Run{Start: uint32(start), End: uint32(start + length), Bytes: bytes, ECNCE: uint32(ce), CNP: uint32(cnp)}
+		a[i] = Run{Start: uint16(start), End: uint16(start + length), Bytes: bytes, ECNCE: uint16(ce), CNP: uint16(cnp)}
 		next = start + length + 1 // runs that touch are one
 	}
 }
@@ -592,7 +592,7 @@ func (w *Window) decode(data []byte, reuse bool, maxSketchBytes int64) error {
 	if version >= 4 {
 		// 0 for a window merged from states without activity profiles.
 		x.Burst = int64(r.uvarint())
-		if r.err == nil && x.Burst != 0 && (x.Burst < 0 || x.Length%x.Burst != 0 || x.Length/x.Burst > math.MaxUint32) {
+		if r.err == nil && x.Burst != 0 && (x.Burst < 0 || x.Length%x.Burst != 0 || x.Length/x.Burst > MaxSlots) {
 			r.fail("burst interval %d ns in a window of %d ns", x.Burst, x.Length)
 		}
 		if r.err == nil && x.Burst > 0 {

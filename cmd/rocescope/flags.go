@@ -151,8 +151,8 @@ func (d *diagnosisOptions) check(window time.Duration) error {
 	switch {
 	case !(d.linkRate > 0):
 		return usagef("--link-rate %v: want more than 0", d.linkRate.String())
-	case d.burst < time.Microsecond || d.burst > metrics.MaxBurst || window%d.burst != 0:
-		return usagef("--burst %v: want 1µs to %v, dividing --window (%v)", d.burst, metrics.MaxBurst, window)
+	case d.burst < time.Microsecond || d.burst > metrics.MaxBurst || window%d.burst != 0 || window/d.burst > metrics.MaxSlots:
+		return usagef("--burst %v: want 1µs to %v, dividing --window (%v) into at most %d", d.burst, metrics.MaxBurst, window, metrics.MaxSlots)
 	case r.IncastSources < 2:
 		return usagef("--incast-sources %d: want at least 2", r.IncastSources)
 	case !(r.IncastLoad > 0 && r.IncastLoad <= 1):

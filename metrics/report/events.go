@@ -285,11 +285,11 @@ func density(r *metrics.Run) uint64 {
 // part returns the part of n (spread evenly over run r) that falls into
 // slots [from, to).
 func part(n uint64, r *metrics.Run, from, to uint32) uint64 {
-	lo, hi := max(r.Start, from), min(r.End, to)
+	lo, hi := max(uint32(r.Start), from), min(uint32(r.End), to)
 	if lo >= hi {
 		return 0
 	}
-	if lo == r.Start && hi == r.End {
+	if lo == uint32(r.Start) && hi == uint32(r.End) {
 		return n
 	}
 	h, l := bits.Mul64(n, uint64(hi-lo))
@@ -297,11 +297,11 @@ func part(n uint64, r *metrics.Run, from, to uint32) uint64 {
 	return q
 }
 
-// dstAgg is a destination's flows in the incast search: the sum of their
-// densest runs, and a list of them through rp.nextFlow.
+// dstAgg is a destination's flows in the incast search: a bound of their
+// aggregate in a slot, and a list of them through rp.nextFlow.
 type dstAgg struct {
 	addr  decode.Addr
-	peak  uint64 // the sum of the flows' densest runs, fixed point
+	peak  uint64 // the sum of the flows' largest runs' bytes, fixed point: at least their aggregate in any slot
 	head  int32  // first flow, -1 for none
 	flows int
 }
@@ -331,14 +331,17 @@ func (rp *Reporter) incasts(w *metrics.Window, evs []Event) []Event {
 	rules := &rp.cfg.Rules
 	thr := uint64(rules.IncastLoad * rp.cfg.LinkRate * float64(w.Burst) / 8e9 * (1 << densityShift))
 	flows := w.Flows
-	clear(rp.dstAt)
 	rp.dsts = rp.dsts[:0]
+	clear(rp.dstAt)
 	rp.nextFlow = slices.Grow(rp.nextFlow[:0], len(flows))[:len(flows)]
 	for i := range flows {
 		f := &flows[i]
+		// A bound of the flow's densest slot (a run's bytes over one
+		// slot), which needs no division: destinations it lets through
+		// are swept exactly.
 		var peak uint64
 		for _, r := range f.Act.Runs() {
-			peak = max(peak, density(&r))
+			peak = max(peak, r.Bytes)
 		}
 		if peak == 0 {
 			continue
@@ -350,7 +353,7 @@ func (rp *Reporter) incasts(w *metrics.Window, evs []Event) []Event {
 			rp.dsts = append(rp.dsts, dstAgg{addr: f.Key.Dst, head: -1})
 		}
 		a := &rp.dsts[d]
-		a.peak += peak
+		a.peak += peak << densityShift
 		rp.nextFlow[i], a.head = a.head, int32(i)
 		a.flows++
 	}
@@ -371,7 +374,7 @@ func (rp *Reporter) incastsInto(w *metrics.Window, evs []Event, a *dstAgg, thr u
 	for i := a.head; i >= 0; i = rp.nextFlow[i] {
 		for _, r := range flows[i].Act.Runs() {
 			d := density(&r)
-			pts = append(pts, slotPoint{r.Start, runStart, i, d}, slotPoint{r.End, runEnd, i, d})
+			pts = append(pts, slotPoint{uint32(r.Start), runStart, i, d}, slotPoint{uint32(r.End), runEnd, i, d})
 		}
 	}
 	// In slot order, ends before starts, then by flow: the same order

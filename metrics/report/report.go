@@ -113,7 +113,7 @@ type Reporter struct {
 	// Events: those of the previous window that went on to its end, and
 	// of the window being built; scratch space of the incast search.
 	open, next map[eventKey]openEvent
-	dstAt      map[decode.Addr]int32 // position in dsts
+	dstAt      map[decode.Addr]int32 // positions in dsts
 	dsts       []dstAgg
 	nextFlow   []int32 // per flow: the next flow into its destination, -1 for none
 	points     []slotPoint
