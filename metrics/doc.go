@@ -21,7 +21,7 @@
 //
 // # Flow state
 //
-// A table entry (512 bytes, on cache-line boundaries) holds a flow's PSN
+// A table entry (640 bytes, on cache-line boundaries) holds a flow's PSN
 // tracking, pairing and pending requests, and its counters in the window
 // it last sent in. A frame updates the entry in place; its counters move
 // into the window's flow list once, when the flow's first frame of a newer
@@ -29,6 +29,17 @@
 // window is not part of it. Latency matches count in the window of the
 // answer (its quantiles), and on the requester's flow when that flow sent in
 // the same window.
+//
+// # Diagnoses
+//
+// The window state holds what the reports' events need below the window,
+// so that merged states name the events one host would: per flow an
+// activity profile at the burst interval ([Activity]; a frame touches only
+// a slot accumulator in its entry, folded into the profile when the slot
+// changes), per source MAC and priority the time PFC frames paused
+// ([PauseRecord], kept by the readers), and per flow its retransmission
+// episodes with their cause ([Retransmission]: the NAK or RNR NAK its
+// reverse direction carried, which the entry remembers, else a timeout).
 //
 // # Windows and the closing protocol
 //
