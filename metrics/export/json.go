@@ -75,6 +75,10 @@ func AppendFloat(b []byte, v float64) []byte {
 	return strconv.AppendFloat(b, v, 'f', -1, 64)
 }
 
+// AppendJSONString appends s as a JSON string, escaping what JSON
+// requires and replacing invalid UTF-8, as every report key is written.
+func AppendJSONString(b []byte, s string) []byte { return appendJSONString(b, s) }
+
 // appendJSONString appends s as a JSON string, escaping what JSON
 // requires and replacing invalid UTF-8.
 func appendJSONString(b []byte, s string) []byte {
