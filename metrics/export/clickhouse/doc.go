@@ -1,47 +1,78 @@
 // Package clickhouse writes reports into ClickHouse: one row per window in
-// table windows, and one row per reported flow and window in table flows.
+// table windows, and one row per reported flow and window in table flows,
+// in a schema Grafana can chart and that ClickHouse 18.16 and current
+// releases both read without JSON functions.
 //
 // # Tables
 //
-// [New] creates the database and both tables if they are missing, with
-// syntax ClickHouse 18.16 and current releases both accept:
+// Every table starts with the same columns, the window's: window_start
+// (DateTime('UTC'), the second the window starts in, for Grafana's time
+// filters), window_start_ns (Int64, exact), window_ns and covered_ns, host
+// (the report's: its hosts joined by commas), segment (the part of the
+// host's capture, after a clock step back) and written_ns (when the sink
+// wrote the row, the version). Then a window row has the report's scalar
+// keys under their names (DESIGN.md), and its objects spread over typed
+// columns: opcodes, nak_codes, decode_errors and pfc as Nested arrays
+// (opcodes.opcode and opcodes.packets, ...), the latency summaries as
+// read_latency_count and read_latency_p50_ns ... read_latency_max_ns
+// (null without a sample), sketch_error as sketch_error_flows_rel_err and
+// so on. A flow row has in_top (the flow is in the top list) and the
+// report's flow keys, its opcodes again as arrays (and opcodes_other). A
+// flow row is written for every flow of a report made with --exact, else
+// for each flow of the top, elephant and jitter lists, once.
 //
-//	ENGINE = MergeTree()
-//	PARTITION BY toYYYYMMDD(toDateTime(intDiv(window_start_ns, 1000000000)))
-//	ORDER BY (window_start_ns, host)             -- windows
-//	ORDER BY (window_start_ns, src, dst, dqp)    -- flows
+// # Idempotency
 //
-// The columns are the keys of the JSON lines report (see DESIGN.md), under
-// the same names: a window row has every scalar key of the report (counters
-// as UInt64, estimates as Float64, booleans as UInt8, host and the window's
-// RFC 3339 start as String, hosts as Array(String)), and its objects
-// (opcodes, nak_codes, decode_errors, pfc, the latency summaries,
-// sketch_error) as JSON strings. A flow row has window_start_ns, host,
-// in_top (the flow is in the top list) and every key of the report's flow
-// object, opcodes again as a JSON string. The column types are read off a
-// probe report when the package starts, so the tables follow the report
-// contract without a second list of its keys. A flow row is written for
-// every flow of a report made with --exact, else for each flow of the top,
-// elephant and jitter lists, once.
+// The tables are ReplacingMergeTree(written_ns), partitioned by day
+// (toYYYYMMDD(window_start)) and ordered by (window_start, host, segment,
+// window_start_ns), flows then by (src, dst, dqp): one row per window,
+// host, segment (and flow), the last written. A rerun of the same capture,
+// or a batch sent again because the server's answer was lost, replaces
+// rows instead of adding copies; ClickHouse removes the replaced rows when
+// it merges parts, so queries that must be exact read the tables with
+// FINAL (or pick each key's row with argMax(..., written_ns)).
+//
+// [New] makes the database and the tables that are missing. A table that
+// exists must be the sink's (engine, sorting and partition keys, the types
+// of the columns both have); the sink adds the columns it lacks (the
+// report gained keys) and refuses, with [ErrSchema] and a line on the
+// error log that says what to do, a table of another schema (an earlier
+// rocescope's plain MergeTree with JSON strings), rather than mix its rows
+// into it.
 //
 // # Delivery
 //
 // Rows are sent over ClickHouse's HTTP interface as INSERT ... FORMAT
 // JSONEachRow, in batches of windows. A goroutine sends them, so that Write
 // and Flush do not wait for the server; a server that is down or slow is
-// retried with exponential backoff while batches queue up to a bound, and
-// a batch that does not fit, or is still unsent when Close's time is up,
-// is appended to a spill file (JSONEachRow, one file per table, ready for
-// INSERT). New loads the spill files of an earlier run and sends them
-// first. A batch whose INSERT succeeded at the server but whose answer was
-// lost is sent again: rows may then be doubled, never lost. [Sink.Sync]
-// (export.Syncer) queues the current batch and waits until every batch
-// queued is inserted (or, at Close, spilled and fsynced): while the server
-// is down it waits, so that a merge does not acknowledge windows whose
-// rows are only in memory.
+// retried with exponential backoff (a line on the error log at the first
+// failure, another when it works again) while batches queue up to a bound,
+// and a batch that does not fit, or is still unsent when Close's time is
+// up, is appended to the spill file. New loads the spill files of earlier
+// runs and sends them first, and removes each once its rows are in.
+// [Sink.Sync] (export.Syncer) queues the current batch and waits until
+// every batch queued is inserted (or, at Close, spilled and fsynced):
+// while the server is down it waits, so that a merge does not acknowledge
+// windows whose rows are only in memory.
+//
+// Rows the server refuses for good (an exception parsing them) are not
+// retried: the sink inserts the batch's windows one by one, and the
+// windows refused go to the dead-letter file with a line on the error log
+// naming them and the file; the rest go on. A window ClickHouse's DateTime
+// cannot hold (before 1970, from 2106) is refused the same way by Write.
+//
+// # Spill directory
+//
+// Spill and dead-letter files live in a private directory: ?spill=DIR, by
+// default [DefaultSpillDir] (under the user's state directory, never a
+// shared one such as /tmp). The sink makes it 0700 and refuses to use a
+// directory or load a file that another user owns or may write, or a
+// symbolic link; a spill file's last line cut by a crash is moved to the
+// dead-letter file and the rows before it are loaded. See spill.go for the
+// format.
 //
 // # Concurrency
 //
-// A Sink's Write and Flush are called from one goroutine; Close once,
-// after the last Write.
+// A Sink's Write, Flush and Sync are called from one goroutine; Close
+// once, after the last Write. Stats may be called from any goroutine.
 package clickhouse

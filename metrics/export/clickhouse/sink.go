@@ -6,12 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
-	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,59 +20,18 @@ import (
 	"github.com/rocescope/rocescope/metrics/report"
 )
 
-// Scheme is the URL scheme of a ClickHouse target:
-// clickhouse://HOST:PORT/DATABASE, PORT being the HTTP interface's.
-const Scheme = "clickhouse://"
-
-// Table names.
-const (
-	TableWindows = "windows"
-	TableFlows   = "flows"
-)
-
 // Errors.
 var (
-	// ErrTarget is wrapped by errors parsing a ClickHouse URL.
-	ErrTarget = errors.New("invalid clickhouse target")
 	// ErrPending is wrapped by Close's error when rows were spilled
 	// instead of inserted.
-	ErrPending = errors.New("report rows pending in the spill files")
+	ErrPending = errors.New("report rows pending in the spill directory")
+	// ErrRefused is wrapped by Close's error when windows were refused:
+	// by the server, or because ClickHouse cannot hold their time.
+	ErrRefused = errors.New("report rows refused")
+	// ErrSchema is wrapped when a table of the database is not what the
+	// sink writes (an earlier rocescope's, or someone else's).
+	ErrSchema = errors.New("table of another schema")
 )
-
-// Target is a ClickHouse database reached over HTTP, and where rows that
-// cannot be inserted go.
-type Target struct {
-	Addr     string // host:port of the HTTP interface
-	Database string
-	Spill    string // spill file prefix: Spill.windows and Spill.flows hold unsent rows
-}
-
-// IsURL reports whether s names a ClickHouse target rather than a path.
-func IsURL(s string) bool { return strings.HasPrefix(s, Scheme) }
-
-var databaseName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// ParseURL reads clickhouse://HOST[:PORT]/DATABASE[?spill=PATH]. The port
-// defaults to 8123, the spill prefix to rocescope-clickhouse-HOST_PORT-DATABASE
-// in the system's temporary directory.
-func ParseURL(s string) (*Target, error) {
-	u, err := url.Parse(s)
-	if err != nil || !IsURL(s) {
-		return nil, fmt.Errorf("clickhouse: %q: want %sHOST:PORT/DATABASE: %w", s, Scheme, ErrTarget)
-	}
-	t := &Target{Addr: u.Host, Database: strings.TrimPrefix(u.Path, "/")}
-	if u.Port() == "" {
-		t.Addr = net.JoinHostPort(u.Hostname(), "8123")
-	}
-	if u.Hostname() == "" || !databaseName.MatchString(t.Database) {
-		return nil, fmt.Errorf("clickhouse: %q: want %sHOST:PORT/DATABASE, the database a plain name: %w", s, Scheme, ErrTarget)
-	}
-	t.Spill = u.Query().Get("spill")
-	if t.Spill == "" {
-		t.Spill = filepath.Join(os.TempDir(), "rocescope-clickhouse-"+strings.NewReplacer(":", "_", "/", "_", "[", "", "]", "").Replace(t.Addr)+"-"+t.Database)
-	}
-	return t, nil
-}
 
 // Config tunes a Sink. The zero value (or nil) means the defaults.
 type Config struct {
@@ -85,13 +43,19 @@ type Config struct {
 	// finds the queue full is spilled.
 	Queue      int
 	QueueBytes int
-	// Timeout bounds one HTTP request (default 30s).
-	Timeout time.Duration
+	// Timeout bounds one HTTP request (default 30s), and DialTimeout the
+	// connection (default 5s).
+	Timeout     time.Duration
+	DialTimeout time.Duration
 	// MaxBackoff bounds the wait between retries (default 10s).
 	MaxBackoff time.Duration
 	// CloseTimeout bounds how long Close waits for the queue to drain
 	// (default 30s); what is left is spilled.
 	CloseTimeout time.Duration
+	// ErrorLog receives a line when inserting starts to fail and when it
+	// works again, for each window refused, and for each spill file
+	// loaded or left alone; nil discards them.
+	ErrorLog io.Writer
 }
 
 func (c *Config) withDefaults() Config {
@@ -99,58 +63,58 @@ func (c *Config) withDefaults() Config {
 	if c != nil {
 		d = *c
 	}
-	if d.BatchWindows <= 0 {
-		d.BatchWindows = 10
+	for _, x := range []struct {
+		v   *int
+		def int
+	}{{&d.BatchWindows, 10}, {&d.Queue, 64}, {&d.QueueBytes, 256 << 20}} {
+		if *x.v <= 0 {
+			*x.v = x.def
+		}
 	}
-	if d.Queue <= 0 {
-		d.Queue = 64
+	for _, x := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&d.Timeout, 30 * time.Second}, {&d.DialTimeout, 5 * time.Second}, {&d.MaxBackoff, 10 * time.Second}, {&d.CloseTimeout, 30 * time.Second}} {
+		if *x.v <= 0 {
+			*x.v = x.def
+		}
 	}
-	if d.QueueBytes <= 0 {
-		d.QueueBytes = 256 << 20
-	}
-	if d.Timeout <= 0 {
-		d.Timeout = 30 * time.Second
-	}
-	if d.MaxBackoff <= 0 {
-		d.MaxBackoff = 10 * time.Second
-	}
-	if d.CloseTimeout <= 0 {
-		d.CloseTimeout = 30 * time.Second
+	if d.ErrorLog == nil {
+		d.ErrorLog = io.Discard
 	}
 	return d
 }
 
-// batch is rows of some windows for both tables.
-type batch struct {
-	windows, flows []byte
-	n              int    // windows
-	bytes          int64  // of rows when queued
-	seq            uint64 // its place in the queue, from 1
-}
-
-// Sink writes reports into ClickHouse; it implements export.Sink. See the
-// package doc.
+// Sink writes reports into ClickHouse; it implements export.Sink and
+// export.Syncer. See the package doc.
 type Sink struct {
 	t      *Target
 	cfg    Config
-	schema *schema
+	log    *log.Logger
 	client *http.Client
+	dir    *spillDir
+	rows   rowWriter
 	cur    *batch
 	queue  chan *batch
+	free   chan *batch  // batches sent, whose buffers Flush reuses
 	queued atomic.Int64 // bytes of the batches in the queue or being sent
 	done   chan struct{}
 	stop   context.Context // done when Close's time is up
 	cancel context.CancelFunc
 	closed bool
+	seq    uint64 // of the last batch queued
 
-	seq uint64 // of the last batch queued
+	// The sender's own.
+	ready    bool   // the tables exist and are the sink's
+	failures int    // requests failed in a row
+	lastSaid string // the last failure logged
 
 	mu       sync.Mutex // guards what follows, shared with the sender
-	ready    bool       // the tables exist
-	inserted int        // windows inserted
-	spilled  int        // windows spilled
+	stats    Stats
 	lastErr  error
-	sent     uint64        // seq of the last batch inserted or spilled by the sender
+	spilled  string        // the spill file written
+	refused  string        // the dead-letter file written
+	sent     uint64        // seq of the last batch the sender is done with
 	progress chan struct{} // closed, and made anew, when sent moves
 }
 
@@ -159,43 +123,67 @@ var (
 	_ export.Syncer = (*Sink)(nil)
 )
 
+// Stats counts windows by what became of their rows.
+type Stats struct {
+	Inserted int // in the database
+	Spilled  int // in the spill file, for a later run
+	Refused  int // in the dead-letter file: the server refused them, or their time is out of range
+	Lost     int // neither: the spill or dead-letter file could not be written
+}
+
 // New returns a Sink writing into t. It does not wait for the server: the
-// database and tables are created before the first insert. Rows spilled by
-// an earlier run are loaded and sent first.
+// database and tables are made, or checked, before the first insert. Rows
+// spilled by an earlier run are loaded and sent first.
 func New(t *Target, cfg *Config) (*Sink, error) {
-	sc, err := newSchema()
-	if err != nil {
-		return nil, err
-	}
 	c := cfg.withDefaults()
-	s := &Sink{t: t, cfg: c, schema: sc, client: &http.Client{Timeout: c.Timeout},
-		cur: &batch{}, queue: make(chan *batch, c.Queue+1), done: make(chan struct{}), progress: make(chan struct{})}
-	s.stop, s.cancel = context.WithCancel(context.Background())
-	old, err := s.loadSpill()
-	if err != nil {
-		return nil, err
+	path := t.Spill
+	if path == "" {
+		var err error
+		if path, err = DefaultSpillDir(t); err != nil {
+			return nil, fmt.Errorf("clickhouse %s: %w", t.Addr, err)
+		}
 	}
-	if old != nil {
-		// First in line, whatever its size: the queue has room for it.
-		old.bytes = int64(len(old.windows) + len(old.flows))
-		s.queued.Add(old.bytes)
+	dir, err := openSpillDir(path)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse %s: %w", t.Addr, err)
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.DialContext = (&net.Dialer{Timeout: c.DialTimeout}).DialContext
+	s := &Sink{t: t, cfg: c, log: log.New(c.ErrorLog, "rocescope: clickhouse ", 0), dir: dir,
+		client: &http.Client{Timeout: c.Timeout, Transport: transport},
+		cur:    &batch{}, free: make(chan *batch, 2), done: make(chan struct{}), progress: make(chan struct{})}
+	s.stop, s.cancel = context.WithCancel(context.Background())
+	loaded, err := dir.load(func(format string, args ...any) { s.log.Printf(t.Addr+": "+format, args...) })
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse %s: %w", t.Addr, err)
+	}
+	s.queue = make(chan *batch, c.Queue+len(loaded))
+	for _, b := range loaded {
+		// First in line, whatever their size: the queue has room.
+		s.log.Printf("%s: loading %d windows an earlier run spilled to %s", t.Addr, len(b.wins), b.file.path)
+		b.bytes = b.size()
+		s.queued.Add(b.bytes)
 		s.seq++
-		old.seq = s.seq
-		s.queue <- old
+		b.seq = s.seq
+		s.queue <- b
 	}
 	go s.send()
 	return s, nil
 }
 
 // Write adds the rows of r to the current batch, and queues the batch when
-// it is full.
+// it is full. A window ClickHouse's DateTime cannot hold (before 1970,
+// from 2106) goes to the dead-letter file instead, with a line on the
+// error log.
 func (s *Sink) Write(r *report.Report) error {
-	var err error
-	s.cur.windows, s.cur.flows, err = appendRows(s.cur.windows, s.cur.flows, r)
-	if err != nil {
-		return err
+	now := time.Now().UnixNano()
+	if w := r.Window; w.Start < 0 || w.Start/1e9 >= maxDateTime {
+		b := &batch{}
+		s.rows.add(b, r, now)
+		return s.refuse(b, "its start is out of the range of ClickHouse's DateTime (1970 to 2105)")
 	}
-	if s.cur.n++; s.cur.n >= s.cfg.BatchWindows {
+	s.rows.add(s.cur, r, now)
+	if len(s.cur.wins) >= s.cfg.BatchWindows {
 		return s.Flush()
 	}
 	return nil
@@ -204,17 +192,21 @@ func (s *Sink) Write(r *report.Report) error {
 // Flush queues the current batch without waiting for the server; a batch
 // that finds the queue full is spilled.
 func (s *Sink) Flush() error {
-	if s.cur.n == 0 {
+	if len(s.cur.wins) == 0 {
 		return nil
 	}
 	b := s.cur
-	s.cur = &batch{}
-	return s.enqueue(b)
-}
-
-// enqueue queues b, or spills it when the queue is full.
-func (s *Sink) enqueue(b *batch) error {
-	b.bytes = int64(len(b.windows) + len(b.flows))
+	select {
+	case s.cur = <-s.free:
+	default:
+		// Sized as the last: growing a batch of megabytes step by step
+		// copies it several times, into fresh memory each time.
+		s.cur = &batch{}
+		for t := range b.rows {
+			s.cur.rows[t] = make([]byte, 0, len(b.rows[t])+len(b.rows[t])/8)
+		}
+	}
+	b.bytes = b.size()
 	if s.queued.Add(b.bytes) > int64(s.cfg.QueueBytes) {
 		s.queued.Add(-b.bytes)
 		return s.spill(b)
@@ -231,8 +223,8 @@ func (s *Sink) enqueue(b *batch) error {
 }
 
 // Sync implements export.Syncer: it queues the current batch and returns
-// once every batch queued is inserted, or spilled (by Close) and fsynced,
-// or ctx is done. While the server is down, it waits.
+// once every window written is inserted, or spilled or refused into a
+// file and fsynced, or ctx is done. While the server is down, it waits.
 func (s *Sink) Sync(ctx context.Context) error {
 	if err := s.Flush(); err != nil {
 		return err
@@ -258,187 +250,185 @@ func (s *Sink) Sync(ctx context.Context) error {
 	}
 }
 
-// send inserts the queued batches, retrying each with backoff until it is
-// in or Close's time is up; then it spills what is left.
+// send delivers the queued batches until the queue is closed.
 func (s *Sink) send() {
 	defer close(s.done)
 	for b := range s.queue {
-		s.sendBatch(b)
+		s.deliver(b)
+		s.queued.Add(-b.bytes)
+		s.mu.Lock()
+		s.sent = b.seq
+		close(s.progress)
+		s.progress = make(chan struct{})
+		s.mu.Unlock()
+		if b.file == nil {
+			// Fresh memory costs more than the rows written into it.
+			for t := range b.rows {
+				b.rows[t] = b.rows[t][:0]
+			}
+			*b = batch{rows: b.rows, wins: b.wins[:0]}
+			select {
+			case s.free <- b:
+			default:
+			}
+		}
 	}
 }
 
-// sendBatch inserts b, retrying with backoff until it is in or Close's
-// time is up, and then spills it.
-func (s *Sink) sendBatch(b *batch) {
-	defer s.queued.Add(-b.bytes)
-	defer s.sentBatch(b)
-	for wait := 100 * time.Millisecond; s.stop.Err() == nil; wait = min(2*wait, s.cfg.MaxBackoff) {
-		err := s.insert(b)
-		if err == nil {
-			s.mu.Lock()
-			s.inserted += b.n
-			s.mu.Unlock()
-			return
+// deliver inserts b, retrying with backoff until it is in or Close's time
+// is up, and then spills it. When the server refuses a batch for good, it
+// inserts its windows one by one and refuses those the server refuses.
+// Once every row of a batch loaded from a spill file is in a table or a
+// file again, the spill file is removed.
+func (s *Sink) deliver(b *batch) {
+	kept := true // every row is in the database or a file
+	err := s.insert(b)
+	switch {
+	case err == nil:
+		s.count(func(st *Stats) { st.Inserted += len(b.wins) })
+	case isRefusal(err) && len(b.wins) > 1:
+	each:
+		for i := range b.wins {
+			one := b.one(i)
+			switch err := s.insert(one); {
+			case err == nil:
+				s.count(func(st *Stats) { st.Inserted++ })
+			case isRefusal(err):
+				kept = s.refuse(one, err.Error()) == nil && kept
+			default:
+				kept = s.spill(b.from(i)) == nil && kept
+				break each
+			}
 		}
+	case isRefusal(err):
+		kept = s.refuse(b, err.Error()) == nil
+	default:
+		kept = s.spill(b) == nil
+	}
+	if b.file == nil {
+		return
+	}
+	if !kept {
+		s.log.Printf("%s: %s kept, for its rows are not all in the database or another file", s.t.Addr, b.file.path)
+		b.file.f.Close()
+		return
+	}
+	if err := s.dir.done(b.file); err != nil {
+		s.log.Printf("%s: its rows are in, but the spill file stays: %v", s.t.Addr, err)
+	}
+}
+
+// insert inserts b, retrying with backoff until the server takes it or
+// refuses it for good, or Close's time is up. It returns nil once b is
+// in, else the last error.
+func (s *Sink) insert(b *batch) error {
+	err := errors.New("not sent: the time to close was up")
+	for wait := 100 * time.Millisecond; s.stop.Err() == nil; wait = min(2*wait, s.cfg.MaxBackoff) {
+		if err = s.insertOnce(b); err == nil || isRefusal(err) {
+			if s.failures > 0 {
+				s.log.Printf("%s: the server takes rows again, after %d failed requests", s.t.Addr, s.failures)
+			}
+			s.failures, s.lastSaid = 0, ""
+			return err
+		}
+		s.failures++
 		s.mu.Lock()
 		s.lastErr = err
 		s.mu.Unlock()
+		if msg := err.Error(); s.failures == 1 || errors.Is(err, ErrSchema) && msg != s.lastSaid {
+			s.log.Printf("%s: %v; trying again (every %v at most) while rows wait in memory, then in %s", s.t.Addr, err, s.cfg.MaxBackoff, s.dir.path)
+			s.lastSaid = msg
+		}
 		select {
 		case <-time.After(wait):
 		case <-s.stop.Done():
 		}
 	}
-	s.spill(b) // its error is in lastErr
+	return err
 }
 
-// sentBatch records that b is inserted or spilled, for Sync.
-func (s *Sink) sentBatch(b *batch) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sent = b.seq
-	close(s.progress)
-	s.progress = make(chan struct{})
-}
-
-// insert creates the tables if need be and inserts b, table by table; a
-// table's rows leave b once they are in.
-func (s *Sink) insert(b *batch) error {
-	s.mu.Lock()
-	ready := s.ready
-	s.mu.Unlock()
-	if !ready {
-		for _, q := range []string{
-			fmt.Sprintf("CREATE DATABASE IF NOT EXISTS `%s`", s.t.Database),
-			createTable(s.t.Database, TableWindows, s.schema.windows, "window_start_ns, host"),
-			createTable(s.t.Database, TableFlows, s.schema.flows, "window_start_ns, src, dst, dqp"),
-		} {
-			if err := s.post(q, nil); err != nil {
-				return err
-			}
+// insertOnce makes or checks the tables if need be and inserts b, table
+// by table.
+func (s *Sink) insertOnce(b *batch) error {
+	if !s.ready {
+		if err := s.setup(); err != nil {
+			return err
 		}
-		s.mu.Lock()
 		s.ready = true
-		s.mu.Unlock()
 	}
-	for _, x := range []struct {
-		table string
-		rows  *[]byte
-	}{{TableWindows, &b.windows}, {TableFlows, &b.flows}} {
-		if len(*x.rows) == 0 {
+	for t := range tables {
+		if len(b.rows[t]) == 0 {
 			continue
 		}
-		if err := s.post(fmt.Sprintf("INSERT INTO `%s`.`%s` FORMAT JSONEachRow", s.t.Database, x.table), *x.rows); err != nil {
+		if _, err := s.post(fmt.Sprintf("INSERT INTO `%s`.`%s` FORMAT JSONEachRow", s.t.Database, tables[t].name), b.rows[t]); err != nil {
+			if se := (*serverError)(nil); errors.As(err, &se) && se.status == http.StatusNotFound {
+				s.ready = false // a table or the database was dropped
+			}
 			return err
 		}
-		*x.rows = nil
 	}
 	return nil
 }
 
-// post runs query with body as its data.
-func (s *Sink) post(query string, body []byte) error {
-	u := "http://" + s.t.Addr + "/?" + url.Values{"query": {query}, "input_format_skip_unknown_fields": {"1"}}.Encode()
-	var rd io.Reader = strings.NewReader(query)
-	if body != nil {
-		rd = bytes.NewReader(body)
-	} else {
-		u = "http://" + s.t.Addr + "/"
-	}
-	req, err := http.NewRequestWithContext(s.stop, http.MethodPost, u, rd)
-	if err != nil {
-		return fmt.Errorf("clickhouse %s: %s: %w", s.t.Addr, firstWords(query), err)
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("clickhouse %s: %s: %w", s.t.Addr, firstWords(query), err)
-	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("clickhouse %s: %s: %s: %s", s.t.Addr, firstWords(query), resp.Status, bytes.TrimSpace(msg))
-	}
-	return nil
+// count updates the stats.
+func (s *Sink) count(f func(*Stats)) {
+	s.mu.Lock()
+	f(&s.stats)
+	s.mu.Unlock()
 }
 
-// firstWords shortens a query for messages.
-func firstWords(q string) string {
-	if i := strings.Index(q, " ("); i > 0 {
-		return q[:i]
-	}
-	return q
-}
-
-// spillPath returns the spill file of table.
-func (s *Sink) spillPath(table string) string { return s.t.Spill + "." + table }
-
-// spill appends b's rows to the spill files.
+// spill appends b's rows to the spill file.
 func (s *Sink) spill(b *batch) error {
+	path, err := s.dir.spill(b)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, x := range []struct {
-		table string
-		rows  []byte
-	}{{TableWindows, b.windows}, {TableFlows, b.flows}} {
-		if len(x.rows) == 0 {
-			continue
-		}
-		f, err := os.OpenFile(s.spillPath(x.table), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err == nil {
-			_, err = f.Write(x.rows)
-			err = errors.Join(err, f.Sync(), f.Close())
-		}
-		if err != nil {
-			err = fmt.Errorf("clickhouse %s: spill %d windows of table %s: %w", s.t.Addr, b.n, x.table, err)
-			s.lastErr = err
-			return err
-		}
+	if err != nil {
+		s.stats.Lost += len(b.wins)
+		s.lastErr = fmt.Errorf("clickhouse %s: spill %s: %w", s.t.Addr, windows(b), err)
+		s.log.Print(s.lastErr)
+		return s.lastErr
 	}
-	s.spilled += b.n
+	s.stats.Spilled += len(b.wins)
+	s.spilled = path
 	return nil
 }
 
-// loadSpill reads and removes the spill files of an earlier run, as one
-// batch (nil if there are none).
-func (s *Sink) loadSpill() (*batch, error) {
-	b := &batch{}
-	for _, x := range []struct {
-		table string
-		rows  *[]byte
-	}{{TableWindows, &b.windows}, {TableFlows, &b.flows}} {
-		data, err := os.ReadFile(s.spillPath(x.table))
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err == nil {
-			err = os.Remove(s.spillPath(x.table))
-		}
-		if err != nil {
-			return nil, fmt.Errorf("clickhouse %s: load spilled rows: %w", s.t.Addr, err)
-		}
-		*x.rows = data
+// refuse appends b's rows to the dead-letter file, and says so.
+func (s *Sink) refuse(b *batch, why string) error {
+	path, err := s.dir.refuse(b, why)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.stats.Lost += len(b.wins)
+		s.lastErr = fmt.Errorf("clickhouse %s: %s refused (%s), and not kept: %w", s.t.Addr, windows(b), why, err)
+		s.log.Print(s.lastErr)
+		return s.lastErr
 	}
-	if b.windows == nil && b.flows == nil {
-		return nil, nil
-	}
-	b.n = bytes.Count(b.windows, []byte("\n"))
-	return b, nil
+	s.stats.Refused += len(b.wins)
+	s.refused = path
+	s.log.Printf("%s: %s refused: %s; its rows are in %s, the others go on", s.t.Addr, windows(b), why, path)
+	return nil
 }
 
-// Stats counts windows by what became of their rows.
-type Stats struct {
-	Inserted, Spilled int
+// windows names the windows of b in messages.
+func windows(b *batch) string {
+	if len(b.wins) == 1 {
+		return "window " + b.wins[0].String()
+	}
+	return fmt.Sprintf("%d windows from %s to %s", len(b.wins), b.wins[0].String(), b.wins[len(b.wins)-1].String())
 }
 
 // Stats returns the counts so far.
 func (s *Sink) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{Inserted: s.inserted, Spilled: s.spilled}
+	return s.stats
 }
 
 // Close flushes, waits at most the close timeout for the queued batches to
-// be inserted, spills the rest and returns an error wrapping [ErrPending]
-// that says where, if any window was spilled. Close is idempotent.
+// be inserted, and spills the rest. It returns an error wrapping
+// [ErrPending] that says where, if any window was spilled, and one
+// wrapping [ErrRefused] if any was refused. Close is idempotent.
 func (s *Sink) Close() error {
 	if s.closed {
 		return nil
@@ -450,16 +440,112 @@ func (s *Sink) Close() error {
 	<-s.done
 	t.Stop()
 	s.cancel()
-	st := s.Stats()
+	err = errors.Join(err, s.dir.close())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
 	if st.Spilled > 0 {
-		s.mu.Lock()
 		why := "the queue was full"
 		if s.lastErr != nil {
 			why = "last error: " + s.lastErr.Error()
 		}
-		s.mu.Unlock()
-		err = errors.Join(err, fmt.Errorf("clickhouse %s: %d windows inserted, %d pending in %s and %s (a later run loads them; %s): %w",
-			s.t.Addr, st.Inserted, st.Spilled, s.spillPath(TableWindows), s.spillPath(TableFlows), why, ErrPending))
+		err = errors.Join(err, fmt.Errorf("clickhouse %s: %d windows inserted, %d pending in %s (a later run loads them; %s): %w",
+			s.t.Addr, st.Inserted, st.Spilled, s.spilled, why, ErrPending))
+	}
+	if st.Refused > 0 {
+		err = errors.Join(err, fmt.Errorf("clickhouse %s: %d windows refused, their rows kept in %s: %w", s.t.Addr, st.Refused, s.refused, ErrRefused))
+	}
+	if st.Lost > 0 {
+		err = errors.Join(err, fmt.Errorf("clickhouse %s: %d windows lost (last error: %v)", s.t.Addr, st.Lost, s.lastErr))
 	}
 	return err
+}
+
+// serverError is an answer of the server other than 200 OK.
+type serverError struct {
+	status int    // HTTP status
+	code   int    // ClickHouse's exception code, 0 if none is given
+	msg    string // the server's message, on one line
+	rows   bool   // the request carried rows
+}
+
+func (e *serverError) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.status, http.StatusText(e.status), e.msg)
+}
+
+// dataErrors are the exception codes of ClickHouse (the same in 18.16 and
+// current releases) that refuse the rows of an INSERT, which the same
+// rows will meet again: errors parsing the input. 18.16 answers most of
+// them with status 500, so the code decides.
+var dataErrors = map[int]bool{
+	6:   true, // CANNOT_PARSE_TEXT
+	25:  true, // CANNOT_PARSE_ESCAPE_SEQUENCE
+	26:  true, // CANNOT_PARSE_QUOTED_STRING
+	27:  true, // CANNOT_PARSE_INPUT_ASSERTION_FAILED
+	32:  true, // ATTEMPT_TO_READ_AFTER_EOF
+	33:  true, // CANNOT_READ_ALL_DATA
+	38:  true, // CANNOT_PARSE_DATE
+	41:  true, // CANNOT_PARSE_DATETIME
+	53:  true, // TYPE_MISMATCH
+	69:  true, // ARGUMENT_OUT_OF_BOUND
+	70:  true, // CANNOT_CONVERT_TYPE
+	72:  true, // CANNOT_PARSE_NUMBER
+	117: true, // INCORRECT_DATA
+	130: true, // CANNOT_READ_ARRAY_FROM_TEXT
+	190: true, // SIZES_OF_ARRAYS_DOESNT_MATCH
+}
+
+// isRefusal reports whether err is the server refusing the rows of an
+// INSERT for good: an exception of parsing them, or a 400 Bad Request
+// without a code. (The same answers to the queries that make or check
+// the tables are no verdict on the rows.)
+func isRefusal(err error) bool {
+	var se *serverError
+	return errors.As(err, &se) && se.rows && (dataErrors[se.code] || se.code == 0 && se.status == http.StatusBadRequest)
+}
+
+// post runs query with body as its data (or query alone if body is nil)
+// and returns the answer.
+func (s *Sink) post(query string, body []byte) ([]byte, error) {
+	u := "http://" + s.t.Addr + "/"
+	rd := io.Reader(strings.NewReader(query))
+	if body != nil {
+		u += "?" + url.Values{"query": {query}, "input_format_skip_unknown_fields": {"1"}}.Encode()
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(s.stop, http.MethodPost, u, rd)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", firstWords(query), err)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", firstWords(query), err)
+	}
+	defer resp.Body.Close()
+	msg, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if resp.StatusCode != http.StatusOK {
+		se := &serverError{status: resp.StatusCode, msg: strings.Join(strings.Fields(string(msg)), " "), rows: body != nil}
+		if len(se.msg) > 1000 {
+			se.msg = se.msg[:1000] + "..."
+		}
+		code := resp.Header.Get("X-ClickHouse-Exception-Code")
+		if code == "" {
+			code, _, _ = strings.Cut(strings.TrimPrefix(se.msg, "Code: "), ",")
+			code, _, _ = strings.Cut(code, ".")
+		}
+		se.code, _ = strconv.Atoi(code)
+		return nil, fmt.Errorf("%s: %w", firstWords(query), se)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", firstWords(query), err)
+	}
+	return msg, nil
+}
+
+// firstWords shortens a query for messages.
+func firstWords(q string) string {
+	if i := strings.Index(q, " ("); i > 0 {
+		return q[:i]
+	}
+	return q
 }

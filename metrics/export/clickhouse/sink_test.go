@@ -1,8 +1,10 @@
 package clickhouse
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -34,89 +36,162 @@ func testReport(i int) *report.Report {
 		f := report.FlowReport{Rate: float64(1000*i + j), Elephant: j == 0}
 		f.Key.DQP = uint32(100*i + j)
 		f.C[metrics.FlowReadLatencyCount] = uint64(j)
+		f.C[metrics.FlowCNP] = uint64(i + j)
 		r.Top = append(r.Top, f)
 	}
 	return r
 }
 
-// TestSpillAndLoad writes reports to a server that is not there: Close
-// must spill them and say so, and a later Sink must load the spill files
-// into a running server, row for row, and remove them.
-func TestSpillAndLoad(t *testing.T) {
-	dir := t.TempDir()
+// logBuffer is an error log that tests read while the sink writes it.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// downAddr returns an address nothing listens on.
+func downAddr(t *testing.T) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	down := l.Addr().String()
-	l.Close() // nothing listens there now
-	spill := filepath.Join(dir, "spill")
-	s, err := New(&Target{Addr: down, Database: "spilled", Spill: spill}, &Config{BatchWindows: 2, MaxBackoff: 20 * time.Millisecond, CloseTimeout: 300 * time.Millisecond})
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// query runs q on the server and returns its answer.
+func query(t *testing.T, addr, q string) string {
+	t.Helper()
+	out, err := clickhousetest.Query(addr, q, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 3 {
-		if err := s.Write(testReport(i)); err != nil {
+	return out
+}
+
+// writeAll writes reports into a new sink on target and closes it.
+func writeAll(t *testing.T, target *Target, cfg *Config, reports ...*report.Report) (Stats, error) {
+	t.Helper()
+	s, err := New(target, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reports {
+		if err := s.Write(r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	start := time.Now()
 	err = s.Close()
+	return s.Stats(), err
+}
+
+// spillFiles returns the names of the files in dir with suffix.
+func spillFiles(t *testing.T, dir, suffix string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*"+suffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// spilledRows returns the row lines of the spill files in dir, in order.
+func spilledRows(t *testing.T, dir, suffix string) string {
+	t.Helper()
+	var rows strings.Builder
+	for _, f := range spillFiles(t, dir, suffix) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(data)) {
+			if !strings.HasPrefix(line, "#") {
+				rows.WriteString(line)
+			}
+		}
+	}
+	return rows.String()
+}
+
+// wantWindows is what table windows holds of testReport(i) for each i.
+func wantWindows(is ...int) string {
+	var b strings.Builder
+	for _, i := range is {
+		start := 1_700_000_000 + int64(i)
+		fmt.Fprintf(&b, `{"window_start":"%s","window_start_ns":"%d","host":"a,b","hosts":["a","b"],"packets":"%d","bytes":"%d"}`+"\n",
+			time.Unix(start, 0).UTC().Format(time.DateTime), start*1e9, 10*i, 10*i+1)
+	}
+	return b.String()
+}
+
+const selectWindows = "SELECT window_start, window_start_ns, host, hosts, packets, bytes FROM %s.windows FINAL ORDER BY window_start_ns FORMAT JSONEachRow"
+
+// TestSpillAndLoad writes reports to a server that is not there: Close
+// must spill them into a private directory and say so, and a later Sink
+// must load the spill file into a running server, row for row, and
+// remove it.
+func TestSpillAndLoad(t *testing.T) {
+	spill := filepath.Join(t.TempDir(), "spill")
+	var log logBuffer
+	start := time.Now()
+	st, err := writeAll(t, &Target{Addr: downAddr(t), Database: "spilled", Spill: spill},
+		&Config{BatchWindows: 2, MaxBackoff: 20 * time.Millisecond, CloseTimeout: 300 * time.Millisecond, ErrorLog: &log},
+		testReport(0), testReport(1), testReport(2))
 	if !errors.Is(err, ErrPending) {
 		t.Fatalf("Close with the server down: %v, want ErrPending", err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
+	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("Close took %v with a close timeout of 300ms", d)
 	}
-	if got := s.Stats(); got != (Stats{Spilled: 3}) {
-		t.Errorf("stats %+v, want 3 spilled", got)
+	if st != (Stats{Spilled: 3}) {
+		t.Errorf("stats %+v, want 3 spilled", st)
 	}
-	for _, table := range []string{TableWindows, TableFlows} {
-		if _, err := os.Stat(spill + "." + table); err != nil {
-			t.Errorf("spill file of %s: %v", table, err)
+	files := spillFiles(t, spill, spillSuffix)
+	if len(files) != 1 || !strings.Contains(err.Error(), files[0]) {
+		t.Fatalf("spill files %q; Close said %v", files, err)
+	}
+	for path, want := range map[string]os.FileMode{spill: 0o700 | os.ModeDir, files[0]: 0o600} {
+		if fi, err := os.Stat(path); err != nil || fi.Mode() != want {
+			t.Errorf("%s: %v, %v; want mode %v", path, fi.Mode(), err, want)
 		}
 	}
 
 	addr := clickhousetest.Start(t)
-	s, err = New(&Target{Addr: addr, Database: "spilled", Spill: spill}, nil)
+	log = logBuffer{}
+	st, err = writeAll(t, &Target{Addr: addr, Database: "spilled", Spill: spill}, &Config{ErrorLog: &log}, testReport(3))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Write(testReport(3)); err != nil {
-		t.Fatal(err)
+	if st != (Stats{Inserted: 4}) {
+		t.Errorf("stats %+v, want 4 inserted", st)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
+	if !strings.Contains(log.String(), "loading 3 windows an earlier run spilled to "+files[0]) {
+		t.Errorf("the sink did not say it loads the spill file: %q", log.String())
 	}
-	if got := s.Stats(); got != (Stats{Inserted: 4}) {
-		t.Errorf("stats %+v, want 4 inserted", got)
+	if left := spillFiles(t, spill, ""); len(left) > 0 {
+		t.Errorf("files %q still in the spill directory", left)
 	}
-	for _, table := range []string{TableWindows, TableFlows} {
-		if _, err := os.Stat(spill + "." + table); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("spill file of %s still there: %v", table, err)
-		}
-	}
-	got, err := clickhousetest.Query(addr, "SELECT window_start_ns, host, hosts, packets, bytes FROM spilled.windows ORDER BY window_start_ns FORMAT JSONEachRow", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `{"window_start_ns":"1700000000000000000","host":"a,b","hosts":["a","b"],"packets":"0","bytes":"1"}
-{"window_start_ns":"1700000001000000000","host":"a,b","hosts":["a","b"],"packets":"10","bytes":"11"}
-{"window_start_ns":"1700000002000000000","host":"a,b","hosts":["a","b"],"packets":"20","bytes":"21"}
-{"window_start_ns":"1700000003000000000","host":"a,b","hosts":["a","b"],"packets":"30","bytes":"31"}
-`
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(wantWindows(0, 1, 2, 3), query(t, addr, fmt.Sprintf(selectWindows, "spilled"))); diff != "" {
 		t.Errorf("windows (-want +got):\n%s", diff)
 	}
-	got, err = clickhousetest.Query(addr, "SELECT window_start_ns, dqp, in_top, elephant, rate_bps, read_latency_count FROM spilled.flows ORDER BY window_start_ns, dqp FORMAT JSONEachRow", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want = ""
+	got := query(t, addr, "SELECT window_start_ns, window_ns, covered_ns, dqp, in_top, elephant, rate_bps, read_latency_count, cnp FROM spilled.flows FINAL ORDER BY window_start_ns, dqp FORMAT JSONEachRow")
+	want := ""
 	for i := range 4 {
 		for j := range 2 {
-			want += `{"window_start_ns":"` + itoa(1_700_000_000_000_000_000+int64(i)*1e9) + `","dqp":"` + itoa(int64(100*i+j)) +
-				`","in_top":1,"elephant":` + itoa(int64(1-j)) + `,"rate_bps":` + itoa(int64(1000*i+j)) + `,"read_latency_count":"` + itoa(int64(j)) + "\"}\n"
+			want += fmt.Sprintf(`{"window_start_ns":"%d","window_ns":"1000000000","covered_ns":"0","dqp":%d,"in_top":1,"elephant":%d,"rate_bps":%d,"read_latency_count":"%d","cnp":"%d"}`+"\n",
+				1_700_000_000_000_000_000+int64(i)*1e9, 100*i+j, 1-j, 1000*i+j, j, i+j)
 		}
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -124,20 +199,43 @@ func TestSpillAndLoad(t *testing.T) {
 	}
 }
 
-func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+// TestLoadKeepsSpill: a sink that loaded a spill file and cannot insert
+// its rows must leave them on disk: while it runs (a kill -9 then loses
+// nothing), and after Close. ac4ba8c removed the spill files as it read
+// them.
+func TestLoadKeepsSpill(t *testing.T) {
+	spill := filepath.Join(t.TempDir(), "spill")
+	target := &Target{Addr: downAddr(t), Database: "kept", Spill: spill}
+	cfg := &Config{MaxBackoff: 20 * time.Millisecond, CloseTimeout: 300 * time.Millisecond}
+	if _, err := writeAll(t, target, cfg, testReport(0), testReport(1)); !errors.Is(err, ErrPending) {
+		t.Fatalf("Close with the server down: %v, want ErrPending", err)
+	}
+	want := spilledRows(t, spill, spillSuffix)
+	if strings.Count(want, "\n") != 6 {
+		t.Fatalf("spilled %q, want 2 window rows and 4 flow rows", want)
+	}
+	s, err := New(target, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // some failed inserts
+	if got := spilledRows(t, spill, spillSuffix); got != want {
+		t.Errorf("while the sink that loaded them runs, the spill files hold %q, want %q", got, want)
+	}
+	if err := s.Close(); !errors.Is(err, ErrPending) {
+		t.Errorf("Close with the server down: %v, want ErrPending", err)
+	}
+	if got := spilledRows(t, spill, spillSuffix); got != want {
+		t.Errorf("after Close, the spill files hold %q, want %q", got, want)
+	}
+}
 
 // TestQueueBound writes batches larger than the queue may hold: each must
 // be spilled when it is flushed, without waiting for the server, and Close
 // must say why.
 func TestQueueBound(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := l.Addr().String()
-	l.Close()
 	spill := filepath.Join(t.TempDir(), "spill")
-	s, err := New(&Target{Addr: down, Database: "bound", Spill: spill}, &Config{BatchWindows: 1, QueueBytes: 100, CloseTimeout: time.Second})
+	s, err := New(&Target{Addr: downAddr(t), Database: "bound", Spill: spill}, &Config{BatchWindows: 1, QueueBytes: 100, CloseTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,11 +250,7 @@ func TestQueueBound(t *testing.T) {
 	if err := s.Close(); !errors.Is(err, ErrPending) || !strings.Contains(err.Error(), "the queue was full") {
 		t.Errorf("Close: %v, want ErrPending because the queue was full", err)
 	}
-	data, err := os.ReadFile(spill + "." + TableWindows)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := strings.Count(string(data), "\n"); n != 3 {
+	if n := strings.Count(spilledRows(t, spill, spillSuffix), TableWindows+"\t"); n != 3 {
 		t.Errorf("%d window rows spilled, want 3", n)
 	}
 }
@@ -164,7 +258,8 @@ func TestQueueBound(t *testing.T) {
 // TestSync: Sync returns once the rows written are in the database: while
 // the server fails every request it waits, until its context ends, and
 // says so; once the server takes them, it returns with every window
-// inserted.
+// inserted. The error log says at once that the server fails, and when
+// it works again.
 func TestSync(t *testing.T) {
 	var mu sync.Mutex
 	up, rows := false, 0
@@ -181,8 +276,9 @@ func TestSync(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
+	var log logBuffer
 	s, err := New(&Target{Addr: srv.Listener.Addr().String(), Database: "d", Spill: filepath.Join(t.TempDir(), "spill")},
-		&Config{MaxBackoff: 20 * time.Millisecond})
+		&Config{MaxBackoff: 20 * time.Millisecond, ErrorLog: &log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,6 +292,9 @@ func TestSync(t *testing.T) {
 	defer cancel()
 	if err := s.Sync(ctx); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "503") {
 		t.Errorf("Sync with the server failing: %v, want the deadline and the server's answer", err)
+	}
+	if l := log.String(); strings.Count(l, "\n") != 1 || !strings.Contains(l, srv.Listener.Addr().String()+": CREATE DATABASE IF NOT EXISTS `d`: 503 Service Unavailable: down; trying again") {
+		t.Errorf("error log with the server failing: %q, want one line that says so", l)
 	}
 	mu.Lock()
 	up = true
@@ -215,5 +314,82 @@ func TestSync(t *testing.T) {
 		if got != want || s.Stats().Inserted != want {
 			t.Errorf("after Sync %d: %d window rows received, %d inserted; want %d", i, got, s.Stats().Inserted, want)
 		}
+	}
+	if l := log.String(); !strings.Contains(l, "the server takes rows again, after") {
+		t.Errorf("error log after the server is back: %q, want a line that says so", l)
+	}
+}
+
+// TestDownSaidAtOnce: with the server down, the error log says so once
+// the first insert fails, not after the request timeout (ac4ba8c said
+// nothing until Close had waited 30 s).
+func TestDownSaidAtOnce(t *testing.T) {
+	var log logBuffer
+	addr := downAddr(t)
+	s, err := New(&Target{Addr: addr, Database: "d", Spill: filepath.Join(t.TempDir(), "spill")}, &Config{ErrorLog: &log, CloseTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Write(testReport(0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), addr+": CREATE DATABASE"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after the first insert into a server that is down, the error log holds %q", log.String())
+		}
+	}
+	if l := log.String(); !strings.Contains(l, "connection refused") {
+		t.Errorf("error log %q does not say why", l)
+	}
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// TestRefusalRule: which answers of a server refuse rows for good (not
+// retried) and which are trouble to wait out, in 18.16's words and a
+// current release's.
+func TestRefusalRule(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		header string // X-ClickHouse-Exception-Code
+		body   string
+		rows   bool // an INSERT of rows, not a query
+		want   bool
+	}{
+		{500, "", "Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected { before: garbage: (at row 1)\n, e.what() = DB::Exception\n", true, true},
+		{400, "", "Code: 72, e.displayText() = DB::Exception: Unsigned type must not contain '-' symbol: (while read the value of key written_ns): (at row 1)", true, true},
+		{500, "33", "Code: 33. DB::Exception: Cannot read all data. (CANNOT_READ_ALL_DATA) (version 23.8.1.1)", true, true},
+		{500, "", "Code: 6. DB::Exception: Cannot parse string 'x' as UInt64. (CANNOT_PARSE_TEXT)", true, true},
+		{400, "", "Bad Request", true, true},
+		{400, "", "Code: 62, e.displayText() = DB::Exception: Syntax error", false, false},
+		{500, "", "Code: 241, e.displayText() = DB::Exception: Memory limit (for query) exceeded", true, false},
+		{500, "", "Code: 252, e.displayText() = DB::Exception: Too many parts (300)", true, false},
+		{404, "", "Code: 60, e.displayText() = DB::Exception: Table d.windows doesn't exist., e.what() = DB::Exception", true, false},
+		{401, "", "Code: 516. DB::Exception: default: Authentication failed", true, false},
+		{503, "", "down", true, false},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if tc.header != "" {
+				w.Header().Set("X-ClickHouse-Exception-Code", tc.header)
+			}
+			http.Error(w, tc.body, tc.status)
+		}))
+		s := &Sink{t: &Target{Addr: srv.Listener.Addr().String()}, client: srv.Client(), stop: context.Background()}
+		var body []byte
+		if tc.rows {
+			body = []byte("{}\n")
+		}
+		_, err := s.post("INSERT INTO `d`.`windows` FORMAT JSONEachRow", body)
+		srv.Close()
+		if got := isRefusal(err); got != tc.want {
+			t.Errorf("%d %q: refusal %v, want %v (%v)", tc.status, tc.body, got, tc.want, err)
+		}
+	}
+	if isRefusal(errors.New("dial tcp: connection refused")) {
+		t.Error("a connection refused is a refusal of the rows")
 	}
 }

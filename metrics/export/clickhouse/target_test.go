@@ -2,8 +2,7 @@ package clickhouse
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -14,9 +13,10 @@ func TestParseURL(t *testing.T) {
 		in   string
 		want *Target
 	}{
-		{"clickhouse://ch1:9123/rs", &Target{Addr: "ch1:9123", Database: "rs", Spill: filepath.Join(os.TempDir(), "rocescope-clickhouse-ch1_9123-rs")}},
+		{"clickhouse://ch1:9123/rs", &Target{Addr: "ch1:9123", Database: "rs"}},
 		{"clickhouse://ch1/rs_2?spill=/var/spool/rs", &Target{Addr: "ch1:8123", Database: "rs_2", Spill: "/var/spool/rs"}},
-		{"clickhouse://[::1]:8124/rs", &Target{Addr: "[::1]:8124", Database: "rs", Spill: filepath.Join(os.TempDir(), "rocescope-clickhouse-__1_8124-rs")}},
+		{"clickhouse://[::1]:8124/rs", &Target{Addr: "[::1]:8124", Database: "rs"}},
+		{"clickhouse://ch1/rs?spil=/x", nil},
 		{"clickhouse://ch1:8123/", nil},
 		{"clickhouse://ch1:8123/a;drop", nil},
 		{"clickhouse:///rs", nil},
@@ -36,5 +36,30 @@ func TestParseURL(t *testing.T) {
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("ParseURL(%q) (-want +got):\n%s", tc.in, diff)
 		}
+	}
+}
+
+// TestDefaultSpillDir: the spill directory is the service's state
+// directory, else the user's, never a shared temporary directory.
+func TestDefaultSpillDir(t *testing.T) {
+	tg := &Target{Addr: "[::1]:8124", Database: "rs"}
+	for _, tc := range []struct{ state, xdg, home, want string }{
+		{"/var/lib/rocescope:/other", "/x", "/home/u", "/var/lib/rocescope/rocescope/clickhouse/__1_8124-rs"},
+		{"", "/x/state", "/home/u", "/x/state/rocescope/clickhouse/__1_8124-rs"},
+		{"", "", "/home/u", "/home/u/.local/state/rocescope/clickhouse/__1_8124-rs"},
+	} {
+		t.Setenv("STATE_DIRECTORY", tc.state)
+		t.Setenv("XDG_STATE_HOME", tc.xdg)
+		t.Setenv("HOME", tc.home)
+		got, err := DefaultSpillDir(tg)
+		if err != nil || got != tc.want {
+			t.Errorf("STATE_DIRECTORY=%q XDG_STATE_HOME=%q HOME=%q: %q, %v; want %q", tc.state, tc.xdg, tc.home, got, err, tc.want)
+		}
+	}
+	t.Setenv("STATE_DIRECTORY", "")
+	t.Setenv("XDG_STATE_HOME", "")
+	t.Setenv("HOME", "")
+	if got, err := DefaultSpillDir(tg); err == nil || !strings.Contains(err.Error(), "?spill=DIR") {
+		t.Errorf("without a home: %q, %v; want an error that asks for ?spill=DIR", got, err)
 	}
 }
