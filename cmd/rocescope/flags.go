@@ -365,7 +365,7 @@ func (o *reportOptions) sink(e *env) (_ export.Sink, _ func() error, err error) 
 func (o *reportOptions) openOutput(e *env, out output) (export.Sink, func() error, error) {
 	switch {
 	case clickhouse.IsURL(out.dest):
-		return clickhouseSink(out.dest)
+		return clickhouseSink(out.dest, e.stderr)
 	case ipfix.IsURL(out.dest):
 		return ipfixSink(out.dest, e.stderr, uint16(o.rocePort))
 	case out.format == "html":

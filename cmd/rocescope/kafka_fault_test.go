@@ -414,6 +414,10 @@ func TestKafkaClickHouseDownKill(t *testing.T) {
 		}
 	})
 	waitFor(t, "a request to the server that is down", func() bool { return down.requestsSeen() > 0 })
+	// Standard error says so at once, not when the request times out.
+	waitFor(t, "a line on standard error about the server", func() bool {
+		return strings.Contains(p.stderr.String(), "rocescope: clickhouse "+down.addr+": CREATE DATABASE IF NOT EXISTS `fleet`: 503 Service Unavailable: down; trying again")
+	})
 	time.Sleep(500 * time.Millisecond) // room for a commit, had there been one
 	if n := committed(t, c, "fleet", kafka.DefaultGroup); n > 0 {
 		t.Errorf("the merger committed %d records while its reports were not in ClickHouse", n)
