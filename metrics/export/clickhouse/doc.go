@@ -38,7 +38,8 @@
 // report gained keys) and refuses, with [ErrSchema] and a line on the
 // error log that says what to do, a table of another schema (an earlier
 // rocescope's plain MergeTree with JSON strings), rather than mix its rows
-// into it.
+// into it. With a TTL (?ttl=30d) it drops, when it starts and hourly, the
+// days whose rows are all older than that.
 //
 // # Delivery
 //

@@ -369,3 +369,29 @@ func TestOldSchema(t *testing.T) {
 		t.Errorf("a column of another type: %v, error log %q", err, log.String())
 	}
 }
+
+// TestTTL: with ?ttl=30d, the sink drops the days older than 30 days and
+// keeps the others.
+func TestTTL(t *testing.T) {
+	addr := clickhousetest.Start(t)
+	now := time.Now().Truncate(time.Second)
+	at := func(ago time.Duration) *report.Report {
+		r := testReport(0)
+		r.Window.Start = now.Add(-ago).UnixNano()
+		return r
+	}
+	target := &Target{Addr: addr, Database: "ttl", Spill: filepath.Join(t.TempDir(), "spill")}
+	if _, err := writeAll(t, target, nil, at(40*24*time.Hour), at(32*24*time.Hour), at(24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	target.TTL = 30 * 24 * time.Hour
+	if _, err := writeAll(t, target, nil, at(0)); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%d\n%d\n", now.Add(-24*time.Hour).UnixNano(), now.UnixNano())
+	for _, table := range []string{TableWindows, TableFlows} {
+		if got := query(t, addr, "SELECT DISTINCT window_start_ns FROM ttl."+table+" ORDER BY window_start_ns"); got != want {
+			t.Errorf("%s: windows %q, want %q", table, got, want)
+		}
+	}
+}

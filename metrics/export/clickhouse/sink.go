@@ -105,9 +105,10 @@ type Sink struct {
 	seq    uint64 // of the last batch queued
 
 	// The sender's own.
-	ready    bool   // the tables exist and are the sink's
-	failures int    // requests failed in a row
-	lastSaid string // the last failure logged
+	ready    bool      // the tables exist and are the sink's
+	failures int       // requests failed in a row
+	lastSaid string    // the last failure logged
+	nextDrop time.Time // when to look for days past the TTL again
 
 	mu       sync.Mutex // guards what follows, shared with the sender
 	stats    Stats
@@ -347,14 +348,21 @@ func (s *Sink) insert(b *batch) error {
 	return err
 }
 
-// insertOnce makes or checks the tables if need be and inserts b, table
-// by table.
+// insertOnce makes or checks the tables if need be, drops the days past
+// the TTL when it is time, and inserts b, table by table.
 func (s *Sink) insertOnce(b *batch) error {
 	if !s.ready {
 		if err := s.setup(); err != nil {
 			return err
 		}
 		s.ready = true
+	}
+	if now := time.Now(); s.t.TTL > 0 && !now.Before(s.nextDrop) {
+		// Rows go in even if old days cannot be dropped.
+		if err := s.dropExpired(now); err != nil {
+			s.log.Printf("%s: dropping the days older than the ttl: %v; trying again in an hour", s.t.Addr, err)
+		}
+		s.nextDrop = now.Add(time.Hour)
 	}
 	for t := range tables {
 		if len(b.rows[t]) == 0 {

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // setup makes the database and the tables that are missing, checks that
@@ -85,4 +87,24 @@ func selectRows[T any](s *Sink, query string, args ...any) ([]T, error) {
 		rows = append(rows, r)
 	}
 	return rows, nil
+}
+
+// dropExpired drops the days (partitions) of every table whose rows are
+// all older than the TTL at now.
+func (s *Sink) dropExpired(now time.Time) error {
+	cut, _ := strconv.Atoi(now.Add(-s.t.TTL).UTC().Format("20060102"))
+	for _, t := range tables {
+		parts, err := selectRows[struct{ Partition string }](s, "SELECT DISTINCT partition FROM system.parts WHERE database = '%s' AND table = '%s' AND active", s.t.Database, t.name)
+		if err != nil {
+			return err
+		}
+		for _, p := range parts {
+			if day, err := strconv.Atoi(p.Partition); err == nil && day < cut {
+				if _, err := s.post(fmt.Sprintf("ALTER TABLE `%s`.`%s` DROP PARTITION %d", s.t.Database, t.name, day), nil); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }

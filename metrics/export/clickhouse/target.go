@@ -7,7 +7,9 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Scheme is the URL scheme of a ClickHouse target:
@@ -25,6 +27,9 @@ type Target struct {
 	// Spill is the private directory of the spill and dead-letter files;
 	// empty means DefaultSpillDir.
 	Spill string
+	// TTL, a whole number of days, is how long rows are kept: the sink
+	// drops the days (partitions) older than that. 0 keeps every row.
+	TTL time.Duration
 }
 
 // IsURL reports whether s names a ClickHouse target rather than a path.
@@ -32,7 +37,7 @@ func IsURL(s string) bool { return strings.HasPrefix(s, Scheme) }
 
 var databaseName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// ParseURL reads clickhouse://HOST[:PORT]/DATABASE[?spill=DIR].
+// ParseURL reads clickhouse://HOST[:PORT]/DATABASE[?spill=DIR][&ttl=Nd].
 // The port defaults to 8123.
 func ParseURL(s string) (*Target, error) {
 	u, err := url.Parse(s)
@@ -48,10 +53,17 @@ func ParseURL(s string) (*Target, error) {
 	}
 	q := u.Query()
 	for k := range q {
-		if !slices.Contains([]string{"spill"}, k) {
-			return nil, fmt.Errorf("clickhouse: %q: unknown parameter %q (want spill=DIR): %w", s, k, ErrTarget)
+		if !slices.Contains([]string{"spill", "ttl"}, k) {
+			return nil, fmt.Errorf("clickhouse: %q: unknown parameter %q (want spill=DIR, ttl=DAYSd): %w", s, k, ErrTarget)
 		}
 	}
 	t.Spill = q.Get("spill")
+	if ttl := q.Get("ttl"); ttl != "" {
+		days, err := strconv.Atoi(strings.TrimSuffix(ttl, "d"))
+		if err != nil || !strings.HasSuffix(ttl, "d") || days <= 0 {
+			return nil, fmt.Errorf("clickhouse: %q: ttl=%s: want a whole number of days, as ttl=30d: %w", s, ttl, ErrTarget)
+		}
+		t.TTL = time.Duration(days) * 24 * time.Hour
+	}
 	return t, nil
 }

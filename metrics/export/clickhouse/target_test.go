@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -15,7 +16,10 @@ func TestParseURL(t *testing.T) {
 	}{
 		{"clickhouse://ch1:9123/rs", &Target{Addr: "ch1:9123", Database: "rs"}},
 		{"clickhouse://ch1/rs_2?spill=/var/spool/rs", &Target{Addr: "ch1:8123", Database: "rs_2", Spill: "/var/spool/rs"}},
-		{"clickhouse://[::1]:8124/rs", &Target{Addr: "[::1]:8124", Database: "rs"}},
+		{"clickhouse://[::1]:8124/rs?ttl=30d", &Target{Addr: "[::1]:8124", Database: "rs", TTL: 30 * 24 * time.Hour}},
+		{"clickhouse://ch1/rs?ttl=30", nil},
+		{"clickhouse://ch1/rs?ttl=0d", nil},
+		{"clickhouse://ch1/rs?ttl=12h", nil},
 		{"clickhouse://ch1/rs?spil=/x", nil},
 		{"clickhouse://ch1:8123/", nil},
 		{"clickhouse://ch1:8123/a;drop", nil},
