@@ -3,13 +3,17 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/rocescope/rocescope/capture/synth"
 	"github.com/rocescope/rocescope/internal/clickhousetest"
@@ -256,5 +260,151 @@ func TestKafkaToClickHouse(t *testing.T) {
 	}
 	if fmt.Sprint(flows[0]["n"]) != fmt.Sprint(n) {
 		t.Errorf("%v rows in flows, the reports list %d flows", flows[0]["n"], n)
+	}
+}
+
+// readmeQueries returns the SQL examples of the README's section on
+// ClickHouse, in order.
+func readmeQueries(t *testing.T) []string {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "\n### ClickHouse and Grafana\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	var queries []string
+	for _, block := range strings.Split(section, "```sql\n")[1:] {
+		q, _, _ := strings.Cut(block, "```")
+		queries = append(queries, q)
+	}
+	return queries
+}
+
+// TestClickHouseREADMEQueries replays a trace twice into ClickHouse, runs
+// the README's example queries as Grafana would (its macros expanded, the
+// time range without the first window) and requires their numbers to be
+// those the JSON report gives, counted once.
+func TestClickHouseREADMEQueries(t *testing.T) {
+	addr := clickhousetest.Start(t)
+	dir := t.TempDir()
+	parts, _ := writeSplitTrace(t, dir, &synth.Config{Seed: 11, Packets: 40_000, Flows: 500, Duration: 4 * time.Second}, 1, roundRobin(1))
+	args := append([]string{"replay", "--host", "cap0", "--exact"}, mergeRates...)
+	reports := parseReports(t, mustRunInProcess(t, append(args, "--format", "jsonl", parts[0])...))
+	for range 2 {
+		mustRunInProcess(t, append(args, "-o", fmt.Sprintf("clickhouse://%s/rocescope?spill=%s", addr, filepath.Join(dir, "spill")), parts[0])...)
+	}
+	queries := readmeQueries(t)
+	if len(queries) != 3 {
+		t.Fatalf("%d SQL examples in the README, want 3", len(queries))
+	}
+	start := func(r map[string]any) int64 {
+		ns, _ := strconv.ParseInt(fmt.Sprint(r["window_start_ns"]), 10, 64)
+		return ns / 1e9
+	}
+	in := reports[1:] // the time range leaves the first window out
+	macros := strings.NewReplacer("$__timeFilter(window_start)",
+		fmt.Sprintf("window_start >= toDateTime(%d) AND window_start <= toDateTime(%d)", start(in[0]), start(in[len(in)-1])),
+		"$__interval_s", "1")
+	run := func(q string) string {
+		t.Helper()
+		out, err := clickhousetest.Query(addr, macros.Replace(q)+" FORMAT TSV", "")
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return out
+	}
+	day := func(r map[string]any) string { return time.Unix(start(r), 0).UTC().Format(time.DateTime) }
+
+	var want strings.Builder
+	for _, r := range in {
+		bytes, _ := strconv.ParseUint(fmt.Sprint(r["bytes"]), 10, 64)
+		fmt.Fprintf(&want, "%s\t%d\n", day(r), bytes*8)
+	}
+	if diff := cmp.Diff(want.String(), run(queries[0])); diff != "" {
+		t.Errorf("throughput (-want +got):\n%s", diff)
+	}
+
+	type qp struct{ dst, dqp, src string }
+	type sums struct{ cnp, ce, bytes uint64 }
+	byQP := map[qp]*sums{}
+	for _, r := range in {
+		for _, f := range r["flows_all"].([]any) {
+			f := f.(map[string]any)
+			num := func(k string) uint64 { n, _ := strconv.ParseUint(fmt.Sprint(f[k]), 10, 64); return n }
+			if num("cnp") == 0 {
+				continue
+			}
+			k := qp{f["dst"].(string), f["dqp_hex"].(string), f["src"].(string)}
+			if byQP[k] == nil {
+				byQP[k] = &sums{}
+			}
+			byQP[k].cnp += num("cnp")
+			byQP[k].ce += num("ecn_ce")
+			byQP[k].bytes += num("bytes")
+		}
+	}
+	keys := slices.Collect(maps.Keys(byQP))
+	slices.SortFunc(keys, func(a, b qp) int {
+		switch x, y := byQP[a].cnp, byQP[b].cnp; { // most CNPs first
+		case x > y:
+			return -1
+		case x < y:
+			return 1
+		}
+		for _, c := range [][2]string{{a.dst, b.dst}, {a.dqp, b.dqp}, {a.src, b.src}} {
+			if c := strings.Compare(c[0], c[1]); c != 0 {
+				return c
+			}
+		}
+		return 0
+	})
+	if len(keys) < 5 {
+		t.Fatalf("%d QPs received CNPs: too few to prove anything", len(keys))
+	}
+	want.Reset()
+	for _, k := range keys[:min(20, len(keys))] {
+		s := byQP[k]
+		fmt.Fprintf(&want, "%s\t%s\t%s\t%d\t%d\t%d\n", k.dst, k.dqp, k.src, s.cnp, s.ce, s.bytes)
+	}
+	if diff := cmp.Diff(want.String(), run(queries[1])); diff != "" {
+		t.Errorf("CNPs per QP (-want +got):\n%s", diff)
+	}
+
+	want.Reset()
+	for _, r := range in {
+		pfc := r["pfc"].(map[string]any)
+		for _, p := range slices.Sorted(maps.Keys(pfc)) {
+			fmt.Fprintf(&want, "%s\tpriority %s\t%v\n", day(r), p, pfc[p].(map[string]any)["frames"])
+		}
+	}
+	if want.Len() == 0 {
+		t.Fatal("no PFC frames in the trace: nothing to prove")
+	}
+	if diff := cmp.Diff(want.String(), run(queries[2])); diff != "" {
+		t.Errorf("PFC frames per priority (-want +got):\n%s", diff)
+	}
+}
+
+// TestClickHouseSpillNotShared: rows another user planted where ac4ba8c
+// kept its spill files (a fixed name in /tmp) are not loaded: the spill
+// directory is private, under the user's state directory.
+func TestClickHouseSpillNotShared(t *testing.T) {
+	addr := clickhousetest.Start(t)
+	dir := t.TempDir()
+	t.Setenv("STATE_DIRECTORY", "")
+	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
+	planted := filepath.Join(os.TempDir(), "rocescope-clickhouse-"+strings.ReplaceAll(addr, ":", "_")+"-planted.windows")
+	if err := os.WriteFile(planted, []byte(`{"window_start_ns":1,"host":"planted","packets":666}`+"\n"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(planted) })
+	parts, _ := writeSplitTrace(t, dir, &synth.Config{Seed: 3, Packets: 2000, Flows: 20, Duration: 2 * time.Second}, 1, roundRobin(1))
+	mustRunInProcess(t, "replay", "--host", "cap0", "-o", "clickhouse://"+addr+"/planted", parts[0])
+	if got := selectRows(t, addr, "SELECT host, count() AS n FROM planted.windows GROUP BY host FORMAT JSONEachRow"); len(got) != 1 || got[0]["host"] != "cap0" {
+		t.Errorf("hosts of the windows inserted: %v, want only cap0", got)
+	}
+	if _, err := os.Stat(planted); err != nil {
+		t.Errorf("the planted file: %v, want it left alone", err)
 	}
 }
