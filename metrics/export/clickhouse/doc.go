@@ -44,7 +44,8 @@
 // # Delivery
 //
 // Rows are sent over ClickHouse's HTTP interface as INSERT ... FORMAT
-// JSONEachRow, in batches of windows. A goroutine sends them, so that Write
+// JSONEachRow (a row leaves out the columns at their type's default, which
+// the server fills in), in batches of windows. A goroutine sends them, so that Write
 // and Flush do not wait for the server; a server that is down or slow is
 // retried with exponential backoff (a line on the error log at the first
 // failure, another when it works again) while batches queue up to a bound,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/rocescope/rocescope/decode"
 	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/metrics/export"
 	"github.com/rocescope/rocescope/metrics/report"
@@ -16,29 +17,33 @@ import (
 )
 
 // probeReport returns a report whose JSON has every key a report of one
-// window can have.
+// window can have, none of whose values is its column's default (which a
+// row leaves out).
 func probeReport() *report.Report {
 	w := &metrics.Window{Start: 1_700_000_000_000_000_000, Length: 1e9, Hosts: []string{"h"}}
 	for i := range w.Counters {
 		w.Counters[i] = 1
 	}
-	f := report.FlowReport{Rate: .5, PrevRate: .5, Elephant: true, Jitter: true, Estimated: true}
-	f.SQPKnown, f.SQP, f.Sport = true, 1, 1
+	w.Flows = make([]metrics.FlowRecord, 1)
+	f := report.FlowReport{Rate: .5, PrevRate: .5, Elephant: true, Jitter: true, Estimated: true, BytesMin: 1}
+	f.Key.Src, f.Key.Dst = decode.AddrFrom4([4]byte{10, 0, 0, 1}), decode.AddrFromLID(7)
+	f.Key.DQP, f.SQPKnown, f.SQP, f.Sport = 2, true, 1, 1
 	for i := range f.C {
 		f.C[i] = 3
 	}
 	f.Ops.Add(4, 1)
 	f.Ops.Other = 1
 	return &report.Report{
-		Window:       w,
-		Exact:        true,
-		Top:          []report.FlowReport{f},
-		All:          []report.FlowReport{f},
-		SketchError:  &report.SketchError{FlowsRelErr: .5},
-		Flows:        sketch.Estimate{Value: 1, RelErr: .5, Method: "probe"},
-		ReadLatency:  report.LatencySummary{Count: 1, P50: .5},
-		AckLatency:   report.LatencySummary{Count: 1, P50: .5},
-		MissingHosts: []string{"g"},
+		Window:          w,
+		Exact:           true,
+		Top:             []report.FlowReport{f},
+		All:             []report.FlowReport{f},
+		SketchError:     &report.SketchError{FlowsRelErr: .5, CountMinARE: .5, TopRecall: .5, TopPrec: .5},
+		Flows:           sketch.Estimate{Value: 1, RelErr: .5, Method: "probe"},
+		ReadLatency:     report.LatencySummary{Count: 1, P50: .5, P90: .5, P99: .5, P999: .5, Max: .5},
+		AckLatency:      report.LatencySummary{Count: 1, P50: .5, P90: .5, P99: .5, P999: .5, Max: .5},
+		MissingHosts:    []string{"g"},
+		CNPUnattributed: 1,
 	}
 }
 
@@ -169,7 +174,7 @@ func TestRowValues(t *testing.T) {
 	w.Counters.Opcodes()[4], w.Counters.Opcodes()[17] = 10, 3
 	w.Counters.NAKCodes()[1] = 2
 	w.Counters.DecodeErrorCodes()[2] = 5
-	r.SketchError = nil
+	r.SketchError = &report.SketchError{TopRecall: 1}
 	r.ReadLatency = report.LatencySummary{Count: 2, P50: 1.5, P90: 2, P99: 2, P999: 2, Max: 2.25}
 	r.AckLatency = report.LatencySummary{}
 	r.All[0].Key.DQP, r.Top[0].Key.DQP = 0x12, 0x12
@@ -185,21 +190,23 @@ func TestRowValues(t *testing.T) {
 	got := map[string]any{}
 	for _, k := range []string{"partial", "packets", "bytes", "opcodes.opcode", "opcodes.packets", "nak_codes.code", "nak_codes.count",
 		"decode_errors.error", "decode_errors.count", "pfc.priority", "read_latency_count", "read_latency_p50_ns", "read_latency_max_ns",
-		"ack_latency_count", "ack_latency_p50_ns", "sketch_error_top_recall"} {
+		"ack_latency_count", "ack_latency_p50_ns", "sketch_error_top_recall", "sketch_error_count_min_are"} {
 		got[k] = row[k]
 	}
-	want := map[string]any{"partial": 1.0, "packets": 7.0, "bytes": 0.0, "opcodes.opcode": []any{4.0, 17.0}, "opcodes.packets": []any{10.0, 3.0},
+	// Columns at their default (0, [], null) are left out; a Nullable's
+	// default is null, not 0.
+	want := map[string]any{"partial": 1.0, "packets": 7.0, "bytes": nil, "opcodes.opcode": []any{4.0, 17.0}, "opcodes.packets": []any{10.0, 3.0},
 		"nak_codes.code": []any{1.0}, "nak_codes.count": []any{2.0}, "decode_errors.error": []any{decodeErrorName(2)}, "decode_errors.count": []any{5.0},
-		"pfc.priority": []any{}, "read_latency_count": 2.0, "read_latency_p50_ns": 1.5, "read_latency_max_ns": 2.25,
-		"ack_latency_count": 0.0, "ack_latency_p50_ns": nil, "sketch_error_top_recall": nil}
+		"pfc.priority": nil, "read_latency_count": 2.0, "read_latency_p50_ns": 1.5, "read_latency_max_ns": 2.25,
+		"ack_latency_count": nil, "ack_latency_p50_ns": nil, "sketch_error_top_recall": 1.0, "sketch_error_count_min_are": 0.0}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("window row (-want +got):\n%s", diff)
 	}
 	if !bytes.HasPrefix(b.rows[tWindows], []byte("{"+lead+",")) {
 		t.Errorf("window row %.300s does not start with the lead %s", b.rows[tWindows], lead)
 	}
-	wantFlow := "{" + lead + `,"in_top":1,"src":"","dst":"","dqp":18,"dqp_hex":"0x000012","sqp":1,"sqp_hex":"0x000001","sport":1,` +
-		`"rate_bps":0.5,"prev_rate_bps":0.5,"elephant":1,"jitter":1,"estimated":1,"bytes_min":0,"bytes":3,"payload_bytes":3,` +
+	wantFlow := "{" + lead + `,"in_top":1,"src":"10.0.0.1","dst":"lid:7","dqp":18,"dqp_hex":"0x000012","sqp":1,"sqp_hex":"0x000001","sport":1,` +
+		`"rate_bps":0.5,"prev_rate_bps":0.5,"elephant":1,"jitter":1,"estimated":1,"bytes_min":1,"bytes":3,"payload_bytes":3,` +
 		`"read_latency_sum_ns":3,"ack_latency_sum_ns":3,"packets":3,"messages":3,"cnp":3,"ecn_ce":3,"fecn":3,"becn":3,"retransmits":3,` +
 		`"psn_gaps":3,"out_of_order":3,"acks":3,"naks":3,"rnr_naks":3,"read_latency_count":3,"ack_latency_count":3,"cnp_carried":3,` +
 		`"read_latency_mean_ns":1,"ack_latency_mean_ns":1,"opcodes.opcode":[4],"opcodes.packets":[1],"opcodes_other":1}` + "\n"
