@@ -1,7 +1,8 @@
 // Package clickhouse writes reports into ClickHouse: one row per window in
-// table windows, and one row per reported flow and window in table flows,
-// in a schema Grafana can chart and that ClickHouse 18.16 and current
-// releases both read without JSON functions.
+// table windows, one row per reported flow and window in table flows, and
+// one row per event and window in table events, in a schema Grafana can
+// chart and that ClickHouse 18.16 and current releases both read without
+// JSON functions.
 //
 // # Tables
 //
@@ -16,17 +17,31 @@
 // (opcodes.opcode and opcodes.packets, ...), the latency summaries as
 // read_latency_count and read_latency_p50_ns ... read_latency_max_ns
 // (null without a sample), sketch_error as sketch_error_flows_rel_err and
-// so on. A flow row has in_top (the flow is in the top list) and the
-// report's flow keys, its opcodes again as arrays (and opcodes_other). A
-// flow row is written for every flow of a report made with --exact, else
-// for each flow of the top, elephant and jitter lists, once.
+// so on, events_omitted as events_omitted.kind and .count. A flow row has
+// in_top (the flow is in the top list) and the report's flow keys, its
+// opcodes again as arrays (and opcodes_other). A flow row is written for
+// every flow of a report made with --exact, else for each flow of the
+// lists top_flows, elephants, jitter, top_cnp, top_retransmits and
+// event_flows, once. An event row has the report's event keys (kind, id,
+// start_ns, end_ns, ongoing), event_start (start_ns's second, a
+// DateTime), and the keys of every kind as columns, those of other kinds
+// at their defaults: src, dst (an incast's destination), dqp, dqp_hex,
+// sqp, sqp_hex; sender_count, sources, peak_bps, bytes, ecn_ce, cnp and an
+// incast's senders as the Nested senders (senders.src ... senders.bytes,
+// senders.share); mac, priority, paused_ns, paused_fraction, frames;
+// cause, first_psn, resent, stall_ns, nak_code, rnr_timer, merged;
+// packets, reverse_packets. An event that goes on into the next window
+// has a row there too, with the same id and start_ns and the figures of
+// its part in that window: grouped by kind and id and summed, it counts
+// once.
 //
 // # Idempotency
 //
 // The tables are ReplacingMergeTree(written_ns), partitioned by day
 // (toYYYYMMDD(window_start)) and ordered by (window_start, host, segment,
-// window_start_ns), flows then by (src, dst, dqp): one row per window,
-// host, segment (and flow), the last written. A rerun of the same capture,
+// window_start_ns), flows then by (src, dst, dqp) and events by (kind,
+// id): one row per window, host, segment (and flow or event), the last
+// written. A rerun of the same capture,
 // or a batch sent again because the server's answer was lost, replaces
 // rows instead of adding copies; ClickHouse removes the replaced rows when
 // it merges parts, so queries that must be exact read the tables with

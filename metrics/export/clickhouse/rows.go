@@ -87,8 +87,9 @@ type rowWriter struct {
 }
 
 // add appends the rows of r, written at writtenNs, to b: a window row,
-// and a flow row for every flow of a report made with --exact, else for
-// each flow of its top, elephant and jitter lists, once.
+// a flow row for every flow of a report made with --exact, else for each
+// flow of its lists (top, elephants, jitter, top_cnp, top_retransmits,
+// event_flows), once, and an event row for each of its events.
 func (rw *rowWriter) add(b *batch, r *report.Report, writtenNs int64) {
 	rw.lead = appendLead(rw.lead[:0], r.Window, writtenNs)
 	b.rows[tWindows] = appendRow(b.rows[tWindows], rw.lead, windowColumns, r)
@@ -106,7 +107,7 @@ func (rw *rowWriter) add(b *batch, r *report.Report, writtenNs int64) {
 		}
 	} else {
 		clear(rw.seen)
-		for _, list := range [][]report.FlowReport{r.Top, r.Elephants, r.Jitter} {
+		for _, list := range [][]report.FlowReport{r.Top, r.Elephants, r.Jitter, r.TopCNP, r.TopRetransmits, r.EventFlows} {
 			for i := range list {
 				if k := list[i].Key; !rw.seen[k] {
 					rw.seen[k] = true
@@ -116,6 +117,9 @@ func (rw *rowWriter) add(b *batch, r *report.Report, writtenNs int64) {
 		}
 	}
 	b.rows[tFlows] = flows
+	for i := range r.Events {
+		b.rows[tEvents] = appendRow(b.rows[tEvents], rw.lead, eventColumns, &r.Events[i])
+	}
 	w := window{start: r.Window.Start, host: hostOf(r.Window)}
 	for t := range b.rows {
 		w.end[t] = len(b.rows[t])

@@ -1,6 +1,7 @@
 package clickhouse
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 const (
 	TableWindows = "windows"
 	TableFlows   = "flows"
+	TableEvents  = "events"
 )
 
 // column is a column of a table: its name, its ClickHouse type as
@@ -86,6 +88,20 @@ var windowColumns = func() []column[*report.Report] {
 	}...)
 	cols = append(cols, sparseColumns("opcodes", "opcode", "packets", func(r *report.Report) []uint64 { return r.Window.Counters.Opcodes() })...)
 	cols = append(cols, sparseColumns("nak_codes", "code", "count", func(r *report.Report) []uint64 { return r.Window.Counters.NAKCodes() })...)
+	cols = append(cols,
+		column[*report.Report]{"events_omitted.kind", "Array(String)", func(b []byte, r *report.Report) []byte {
+			b = append(b, '[')
+			for k, n := range r.EventsOmitted {
+				if n > 0 {
+					b = export.AppendJSONString(appendComma(b), report.EventKind(k).String())
+				}
+			}
+			return append(b, ']')
+		}},
+		column[*report.Report]{"events_omitted.count", "Array(UInt64)", func(b []byte, r *report.Report) []byte {
+			return appendNonZero(b, r.EventsOmitted[:])
+		}},
+	)
 	cols = append(cols,
 		column[*report.Report]{"decode_errors.error", "Array(String)", func(b []byte, r *report.Report) []byte {
 			b = append(b, '[')
@@ -251,16 +267,231 @@ var flowColumns = func() []column[flowRow] {
 	)
 }()
 
+// flowIDColumns are the columns that name a flow, as the report's keys
+// src, dst, dqp, dqp_hex, sqp and sqp_hex do, of the flow get returns (nil
+// for none: the columns are left at their defaults).
+func flowIDColumns[T any](get func(T) (key *metrics.FlowKey, sqp uint32, sqpKnown bool)) []column[T] {
+	return []column[T]{
+		{"src", "String", func(b []byte, x T) []byte {
+			if k, _, _ := get(x); k != nil {
+				return appendText(b, k.Src.AppendTo)
+			}
+			return append(b, `""`...)
+		}},
+		{"dst", "String", func(b []byte, x T) []byte {
+			if k, _, _ := get(x); k != nil {
+				return appendText(b, k.Dst.AppendTo)
+			}
+			return append(b, `""`...)
+		}},
+		{"dqp", "UInt32", func(b []byte, x T) []byte {
+			if k, _, _ := get(x); k != nil {
+				return strconv.AppendUint(b, uint64(k.DQP), 10)
+			}
+			return append(b, '0')
+		}},
+		{"dqp_hex", "String", func(b []byte, x T) []byte {
+			if k, _, _ := get(x); k != nil {
+				return appendText(b, func(b []byte) []byte { return export.AppendQP(b, k.DQP) })
+			}
+			return append(b, `""`...)
+		}},
+		{"sqp", "UInt32", func(b []byte, x T) []byte {
+			_, sqp, _ := get(x)
+			return strconv.AppendUint(b, uint64(sqp), 10)
+		}},
+		{"sqp_hex", "String", func(b []byte, x T) []byte {
+			if _, sqp, ok := get(x); ok {
+				return appendText(b, func(b []byte) []byte { return export.AppendQP(b, sqp) })
+			}
+			return append(b, `""`...)
+		}},
+	}
+}
+
+// eventFlow returns the flow a retransmission or ce_without_cnp event is
+// about; nil for the other kinds.
+func eventFlow(e *report.Event) *report.Flow {
+	switch {
+	case e.Retransmission != nil:
+		return &e.Retransmission.Flow
+	case e.CEWithoutCNP != nil:
+		return &e.CEWithoutCNP.Flow
+	}
+	return nil
+}
+
+// eventColumns are the columns of table events after the lead: the
+// event's keys (DESIGN.md), those of every kind, a row leaving out the
+// other kinds' (at their defaults). event_start is start_ns's second, as
+// a DateTime for Grafana. An incast's dst is in dst, its senders in the
+// Nested senders (senders.src, senders.bytes, ...).
+var eventColumns = func() []column[*report.Event] {
+	type ev = *report.Event
+	u := func(name string, get func(ev) uint64) column[ev] {
+		return column[ev]{name, "UInt64", func(b []byte, e ev) []byte { return strconv.AppendUint(b, get(e), 10) }}
+	}
+	cols := []column[ev]{
+		{"kind", "String", func(b []byte, e ev) []byte { return export.AppendJSONString(b, e.Kind.String()) }},
+		{"id", "String", func(b []byte, e ev) []byte { return appendText(b, e.ID.AppendText) }},
+		{"event_start", "DateTime('UTC')", func(b []byte, e ev) []byte {
+			// An event starts at most a few windows before its own, so
+			// after 1970 but for a window near it: clamp to 1970 there.
+			return appendText(b, func(b []byte) []byte {
+				return time.Unix(max(e.Start, 0)/1e9, 0).UTC().AppendFormat(b, time.DateTime)
+			})
+		}},
+		{"start_ns", "Int64", func(b []byte, e ev) []byte { return strconv.AppendInt(b, e.Start, 10) }},
+		{"end_ns", "Int64", func(b []byte, e ev) []byte { return strconv.AppendInt(b, e.End, 10) }},
+		{"ongoing", "UInt8", func(b []byte, e ev) []byte { return appendBool(b, e.Ongoing) }},
+	}
+	cols = append(cols, flowIDColumns(func(e ev) (*metrics.FlowKey, uint32, bool) {
+		if f := eventFlow(e); f != nil {
+			return &f.Key, f.SQP, f.SQPKnown
+		}
+		if e.Incast != nil {
+			return &metrics.FlowKey{Dst: e.Incast.Dst}, 0, false
+		}
+		return nil, 0, false
+	})...)
+	// An incast names no QP: its dst only.
+	for i := range cols {
+		if c := &cols[i]; c.name == "src" || c.name == "dqp" || c.name == "dqp_hex" {
+			put, def := c.put, defaultOf(c.typ)
+			c.put = func(b []byte, e ev) []byte {
+				if e.Incast != nil {
+					return append(b, def...)
+				}
+				return put(b, e)
+			}
+		}
+	}
+	incast := func(get func(*report.Incast) uint64) func(ev) uint64 {
+		return func(e ev) uint64 {
+			if e.Incast == nil {
+				return 0
+			}
+			return get(e.Incast)
+		}
+	}
+	cols = append(cols,
+		u("sender_count", incast(func(in *report.Incast) uint64 { return uint64(in.SenderCount) })),
+		u("sources", incast(func(in *report.Incast) uint64 { return uint64(in.Sources) })),
+		column[ev]{"peak_bps", "Float64", func(b []byte, e ev) []byte {
+			if e.Incast == nil {
+				return append(b, '0')
+			}
+			return export.AppendFloat(b, e.Incast.PeakBPS)
+		}},
+		u("bytes", incast(func(in *report.Incast) uint64 { return in.Bytes })),
+		u("ecn_ce", func(e ev) uint64 {
+			switch {
+			case e.Incast != nil:
+				return e.Incast.ECNCE
+			case e.CEWithoutCNP != nil:
+				return e.CEWithoutCNP.ECNCE
+			}
+			return 0
+		}),
+		u("cnp", incast(func(in *report.Incast) uint64 { return in.CNP })),
+	)
+	cols = append(cols, senderColumns()...)
+	// The kind's fields, or zeros (the columns' defaults) for another kind.
+	var noStorm report.PFCStorm
+	var noRetrans report.Retransmission
+	var noCE report.CEWithoutCNP
+	storm := func(e ev) *report.PFCStorm { return cmp.Or(e.PFCStorm, &noStorm) }
+	rt := func(e ev) *report.Retransmission { return cmp.Or(e.Retransmission, &noRetrans) }
+	ce := func(e ev) *report.CEWithoutCNP { return cmp.Or(e.CEWithoutCNP, &noCE) }
+	return append(cols,
+		column[ev]{"mac", "String", func(b []byte, e ev) []byte {
+			if e.PFCStorm == nil {
+				return append(b, `""`...)
+			}
+			return appendText(b, func(b []byte) []byte { return report.AppendMAC(b, e.PFCStorm.MAC) })
+		}},
+		column[ev]{"priority", "UInt8", func(b []byte, e ev) []byte { return strconv.AppendUint(b, uint64(storm(e).Priority), 10) }},
+		column[ev]{"paused_ns", "Int64", func(b []byte, e ev) []byte { return strconv.AppendInt(b, storm(e).PausedNS, 10) }},
+		column[ev]{"paused_fraction", "Float64", func(b []byte, e ev) []byte { return export.AppendFloat(b, storm(e).PausedFraction) }},
+		u("frames", func(e ev) uint64 { return storm(e).Frames }),
+		column[ev]{"cause", "String", func(b []byte, e ev) []byte {
+			if e.Retransmission == nil {
+				return append(b, `""`...)
+			}
+			return export.AppendJSONString(b, e.Retransmission.Cause.String())
+		}},
+		column[ev]{"first_psn", "UInt32", func(b []byte, e ev) []byte { return strconv.AppendUint(b, uint64(rt(e).FirstPSN), 10) }},
+		u("resent", func(e ev) uint64 { return rt(e).Resent }),
+		column[ev]{"stall_ns", "Int64", func(b []byte, e ev) []byte { return strconv.AppendInt(b, rt(e).StallNS, 10) }},
+		column[ev]{"nak_code", "UInt8", func(b []byte, e ev) []byte {
+			if rt(e).Cause != metrics.CauseNAK {
+				return append(b, '0')
+			}
+			return strconv.AppendUint(b, uint64(rt(e).NAKCode), 10)
+		}},
+		column[ev]{"rnr_timer", "UInt8", func(b []byte, e ev) []byte {
+			if rt(e).Cause != metrics.CauseRNR {
+				return append(b, '0')
+			}
+			return strconv.AppendUint(b, uint64(rt(e).NAKCode), 10)
+		}},
+		column[ev]{"merged", "UInt8", func(b []byte, e ev) []byte { return appendBool(b, rt(e).Merged) }},
+		u("packets", func(e ev) uint64 { return ce(e).Packets }),
+		u("reverse_packets", func(e ev) uint64 { return ce(e).ReversePackets }),
+	)
+}()
+
+// senderColumns are the Nested senders of an incast: a flow's keys and its
+// bytes and share, as arrays.
+func senderColumns() []column[*report.Event] {
+	type ev = *report.Event
+	// each appends, as a JSON array, what put appends of each sender.
+	each := func(name, typ string, put func(b []byte, s *report.Sender) []byte) column[ev] {
+		return column[ev]{"senders." + name, "Array(" + typ + ")", func(b []byte, e ev) []byte {
+			b = append(b, '[')
+			if e.Incast != nil {
+				for i := range e.Incast.Senders {
+					b = put(appendComma(b), &e.Incast.Senders[i])
+				}
+			}
+			return append(b, ']')
+		}}
+	}
+	var cols []column[ev]
+	for _, c := range flowIDColumns(func(s *report.Sender) (*metrics.FlowKey, uint32, bool) { return &s.Key, s.SQP, s.SQPKnown }) {
+		cols = append(cols, each(c.name, c.typ, c.put))
+	}
+	return append(cols,
+		each("bytes", "UInt64", func(b []byte, s *report.Sender) []byte { return strconv.AppendUint(b, s.Bytes, 10) }),
+		each("share", "Float64", func(b []byte, s *report.Sender) []byte { return export.AppendFloat(b, s.Share) }),
+	)
+}
+
+// defaultOf returns the JSON of the default value of a column of type typ.
+func defaultOf(typ string) string {
+	switch {
+	case typ == "String":
+		return `""`
+	case strings.HasPrefix(typ, "Array"):
+		return "[]"
+	case strings.HasPrefix(typ, "Nullable"):
+		return "null"
+	}
+	return "0"
+}
+
 // tables are the sink's tables, in the order a window's rows are written.
 var tables = []table{
 	{TableWindows, withLead(windowColumns), windowKey},
 	{TableFlows, withLead(flowColumns), windowKey + ", src, dst, dqp"},
+	{TableEvents, withLead(eventColumns), windowKey + ", kind, id"},
 }
 
 // Indexes of tables.
 const (
 	tWindows = iota
 	tFlows
+	tEvents
 	numTables
 )
 

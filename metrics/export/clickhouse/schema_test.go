@@ -33,7 +33,13 @@ func probeReport() *report.Report {
 	}
 	f.Ops.Add(4, 1)
 	f.Ops.Other = 1
+	fl := report.Flow{Key: f.Key, SQP: 1, SQPKnown: true}
 	return &report.Report{
+		Events:          probeEvents(fl),
+		EventsOmitted:   [report.NumEventKinds]uint64{0, 1, 1, 1, 1},
+		TopCNP:          []report.FlowReport{f},
+		TopRetransmits:  []report.FlowReport{f},
+		EventFlows:      []report.FlowReport{f},
 		Window:          w,
 		Exact:           true,
 		Top:             []report.FlowReport{f},
@@ -45,6 +51,26 @@ func probeReport() *report.Report {
 		MissingHosts:    []string{"g"},
 		CNPUnattributed: 1,
 	}
+}
+
+// probeEvents returns an event of each kind, with every key of its kind
+// (a retransmission of each cause), none at its column's default.
+func probeEvents(fl report.Flow) []report.Event {
+	ev := func(k report.EventKind) report.Event {
+		return report.Event{Kind: k, ID: report.EventID(k), Start: 1_700_000_000_000_000_001, End: 1_700_000_000_000_000_002, Ongoing: true}
+	}
+	in, st, ce := ev(report.EventIncast), ev(report.EventPFCStorm), ev(report.EventCEWithoutCNP)
+	in.Incast = &report.Incast{Dst: fl.Key.Dst, Senders: []report.Sender{{Flow: fl, Bytes: 1, Share: 1}}, SenderCount: 1, Sources: 1, PeakBPS: .5, Bytes: 1, ECNCE: 1, CNP: 1}
+	st.PFCStorm = &report.PFCStorm{MAC: [6]byte{1}, Priority: 3, PausedNS: 1, PausedFraction: .5, Frames: 1}
+	ce.CEWithoutCNP = &report.CEWithoutCNP{Flow: fl, ECNCE: 1, Packets: 1, ReversePackets: 1}
+	evs := []report.Event{in, st, ce}
+	for _, c := range []metrics.Cause{metrics.CauseNAK, metrics.CauseRNR} {
+		rt := ev(report.EventRetransmission)
+		rt.ID += report.EventID(c) << 8
+		rt.Retransmission = &report.Retransmission{Flow: fl, Cause: c, FirstPSN: 1, Resent: 1, StallNS: 1, NAKCode: 1, Merged: true}
+		evs = append(evs, rt)
+	}
+	return evs
 }
 
 // columnNames returns the names of t's columns.
@@ -95,6 +121,11 @@ var spread = map[string]string{
 	"elephants":       "",
 	"jitter":          "",
 	"flows_all":       "",
+	"top_cnp":         "",
+	"top_retransmits": "",
+	"event_flows":     "",
+	"events":          "", // table events
+	"events_omitted":  "events_omitted.",
 }
 
 // TestSchemaCoversReport: every key of the JSON report, of a window and
@@ -150,6 +181,66 @@ func TestSchemaCoversReport(t *testing.T) {
 		row = row[:bytes.IndexByte(row, '\n')]
 		if diff := cmp.Diff(cols, jsonKeys(t, row)); diff != "" {
 			t.Errorf("table %s: a row's keys are not the columns (-columns +row):\n%s", x.table.name, diff)
+		}
+	}
+	checkEventColumns(t, r.Events, b.rows[tEvents])
+}
+
+// checkEventColumns checks that every key of each event is a column of
+// table events (senders spread over senders.*), that its row has the lead,
+// event_start and its keys' columns, in the table's order, and that every
+// column is some kind's key.
+func checkEventColumns(t *testing.T, events []report.Event, rows []byte) {
+	t.Helper()
+	cols := columnNames(&tables[tEvents])
+	covered := map[string]bool{"event_start": true}
+	for _, c := range leadColumnNames() {
+		covered[c] = true
+	}
+	lines := bytes.Split(bytes.TrimSuffix(rows, []byte("\n")), []byte("\n"))
+	if len(lines) != len(events) {
+		t.Fatalf("%d event rows for %d events", len(lines), len(events))
+	}
+	for i := range events {
+		e := &events[i]
+		want := map[string]bool{"event_start": true}
+		for _, c := range leadColumnNames() {
+			want[c] = true
+		}
+		for _, k := range jsonKeys(t, export.AppendEventJSON(nil, e)) {
+			prefix := k
+			if k == "senders" {
+				prefix = "senders."
+			}
+			n := 0
+			for _, c := range cols {
+				if c == k || prefix != k && strings.HasPrefix(c, prefix) {
+					want[c], covered[c] = true, true
+					n++
+				}
+			}
+			if n == 0 {
+				t.Errorf("table events: key %s of a %s event has no column: add one to schema.go (and to the README's table list)", k, e.Kind)
+			}
+		}
+		// A ce_without_cnp event's cnp is always 0, its column's default.
+		delete(want, "cnp")
+		if e.Kind == report.EventIncast {
+			want["cnp"] = true
+		}
+		var wantRow []string
+		for _, c := range cols {
+			if want[c] {
+				wantRow = append(wantRow, c)
+			}
+		}
+		if diff := cmp.Diff(wantRow, jsonKeys(t, lines[i])); diff != "" {
+			t.Errorf("the row of a %s event: keys (-want +got):\n%s", e.Kind, diff)
+		}
+	}
+	for _, c := range cols {
+		if !covered[c] {
+			t.Errorf("table events: column %s is no event key", c)
 		}
 	}
 }
