@@ -1,6 +1,7 @@
 package main
 
 import (
+	stdcmp "cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -17,17 +18,19 @@ import (
 
 	"github.com/rocescope/rocescope/capture/synth"
 	"github.com/rocescope/rocescope/internal/clickhousetest"
+	"github.com/rocescope/rocescope/metrics/report"
 )
 
 // TestClickHouseSink replays a trace with -o clickhouse://... into a
 // clickhouse-server the test starts, and once more as JSON lines, and
 // requires every figure of every window and flow read back with SELECT ...
 // FORMAT JSONEachRow to equal the JSON lines report's: with --exact every
-// flow, and without it the flows of the top, elephant and jitter lists.
+// flow, and without it the flows of its lists (top_flows, elephants,
+// jitter, top_cnp, top_retransmits, event_flows); and every event.
 func TestClickHouseSink(t *testing.T) {
 	addr := clickhousetest.Start(t)
 	dir := t.TempDir()
-	parts, _ := writeSplitTrace(t, dir, &synth.Config{Seed: 11, Packets: 40_000, Flows: 500, Duration: 4 * time.Second}, 1, roundRobin(1))
+	parts, _ := writeSplitTrace(t, dir, &synth.Config{Seed: 11, Packets: 40_000, Flows: 500, Duration: 4 * time.Second, Scenario: synth.ScenarioAll}, 1, roundRobin(1))
 	for _, exact := range []bool{true, false} {
 		t.Run(fmt.Sprintf("exact=%v", exact), func(t *testing.T) {
 			db := fmt.Sprintf("rs_exact_%v", exact)
@@ -53,13 +56,13 @@ func TestClickHouseSink(t *testing.T) {
 			nflows := 0
 			for i, r := range want {
 				for k, v := range r {
-					if slices.Contains([]string{"top_flows", "elephants", "jitter", "flows_all"}, k) {
+					if slices.Contains(notWindowColumns, k) {
 						continue
 					}
 					sameValue(t, fmt.Sprintf("window %d %s", i, k), v, reportValue(windows[i], k, false))
 				}
 				listed := map[string]bool{}
-				lists := []string{"top_flows", "elephants", "jitter"}
+				lists := flowLists
 				if exact {
 					lists = []string{"flows_all"}
 				}
@@ -89,10 +92,72 @@ func TestClickHouseSink(t *testing.T) {
 			if len(flows) != nflows {
 				t.Errorf("%d rows in flows, the report lists %d flows", len(flows), nflows)
 			}
+			checkEventRows(t, want, selectRows(t, addr, "SELECT * FROM "+db+".events FINAL FORMAT JSONEachRow"))
 			if exact && nflows < 1000 {
 				t.Errorf("only %d flows: too few to prove anything", nflows)
 			}
 		})
+	}
+}
+
+// flowLists are the report's lists of flows whose flows table flows has
+// without --exact; notWindowColumns the report's keys table windows does
+// not have.
+var (
+	flowLists        = []string{"top_flows", "elephants", "jitter", "top_cnp", "top_retransmits", "event_flows"}
+	notWindowColumns = append(slices.Clone(flowLists), "flows_all", "events")
+)
+
+// checkEventRows checks that table events has a row for each event of
+// each report, with each key's value, an incast's senders in the arrays
+// senders.*, and no other row.
+func checkEventRows(t *testing.T, reports []map[string]any, rows []map[string]any) {
+	t.Helper()
+	byKey := make(map[string]map[string]any)
+	for _, row := range rows {
+		byKey[fmt.Sprint(row["window_start_ns"], "/", row["id"])] = row
+	}
+	n := 0
+	kinds := map[any]bool{}
+	for _, r := range reports {
+		for _, e := range r["events"].([]any) {
+			e := e.(map[string]any)
+			n++
+			kinds[e["kind"]] = true
+			key := fmt.Sprint(r["window_start_ns"], "/", e["id"])
+			row, ok := byKey[key]
+			if !ok {
+				t.Errorf("event %s not in table events", key)
+				continue
+			}
+			start, _ := strconv.ParseInt(fmt.Sprint(e["start_ns"]), 10, 64)
+			sameValue(t, key+" event_start", time.Unix(start/1e9, 0).UTC().Format(time.DateTime), row["event_start"])
+			for k, v := range e {
+				if k != "senders" {
+					sameValue(t, key+" "+k, v, row[k])
+					continue
+				}
+				for i, sender := range v.([]any) {
+					for sk, sv := range sender.(map[string]any) {
+						col, _ := row["senders."+sk].([]any)
+						if i >= len(col) {
+							t.Errorf("%s senders.%s: %d values, the report has more senders", key, sk, len(col))
+							continue
+						}
+						sameValue(t, fmt.Sprintf("%s senders[%d].%s", key, i, sk), sv, col[i])
+					}
+				}
+				if col, _ := row["senders.src"].([]any); len(col) != len(v.([]any)) {
+					t.Errorf("%s: %d senders in table events, %d in the report", key, len(col), len(v.([]any)))
+				}
+			}
+		}
+	}
+	if len(rows) != n {
+		t.Errorf("%d rows in events, the reports have %d events", len(rows), n)
+	}
+	if len(kinds) != report.NumEventKinds-1 {
+		t.Errorf("events of kinds %v: want every kind, to prove anything", kinds)
 	}
 }
 
@@ -147,6 +212,14 @@ func reportValue(row map[string]any, k string, flow bool) any {
 		return zip("opcodes.opcode", "opcodes.packets")
 	case k == "nak_codes":
 		return zip("nak_codes.code", "nak_codes.count")
+	case k == "events_omitted":
+		m := zip("events_omitted.kind", "events_omitted.count")
+		for kind := report.EventKind(1); kind < report.EventKind(report.NumEventKinds); kind++ {
+			if m[kind.String()] == nil {
+				m[kind.String()] = 0
+			}
+		}
+		return m
 	case k == "decode_errors":
 		return zip("decode_errors.error", "decode_errors.count")
 	case k == "pfc":
@@ -242,7 +315,7 @@ func TestKafkaToClickHouse(t *testing.T) {
 	}
 	for i, r := range want {
 		for k, v := range r {
-			if !slices.Contains([]string{"top_flows", "elephants", "jitter", "flows_all"}, k) {
+			if !slices.Contains(notWindowColumns, k) {
 				sameValue(t, fmt.Sprintf("window %d %s", i, k), v, reportValue(got[i], k, false))
 			}
 		}
@@ -251,7 +324,7 @@ func TestKafkaToClickHouse(t *testing.T) {
 	n := 0
 	for _, r := range want {
 		listed := map[string]bool{}
-		for _, l := range []string{"top_flows", "elephants", "jitter"} {
+		for _, l := range flowLists {
 			for _, f := range r[l].([]any) {
 				listed[flowRowKey(r["window_start_ns"], f.(map[string]any))] = true
 			}
@@ -288,32 +361,33 @@ func readmeQueries(t *testing.T) []string {
 func TestClickHouseREADMEQueries(t *testing.T) {
 	addr := clickhousetest.Start(t)
 	dir := t.TempDir()
-	parts, _ := writeSplitTrace(t, dir, &synth.Config{Seed: 11, Packets: 40_000, Flows: 500, Duration: 4 * time.Second}, 1, roundRobin(1))
+	parts, _ := writeSplitTrace(t, dir, &synth.Config{Seed: 11, Packets: 40_000, Flows: 500, Duration: 4 * time.Second, Scenario: synth.ScenarioAll}, 1, roundRobin(1))
 	args := append([]string{"replay", "--host", "cap0", "--exact"}, mergeRates...)
 	reports := parseReports(t, mustRunInProcess(t, append(args, "--format", "jsonl", parts[0])...))
 	for range 2 {
 		mustRunInProcess(t, append(args, "-o", fmt.Sprintf("clickhouse://%s/rocescope?spill=%s", addr, filepath.Join(dir, "spill")), parts[0])...)
 	}
 	queries := readmeQueries(t)
-	if len(queries) != 3 {
-		t.Fatalf("%d SQL examples in the README, want 3", len(queries))
+	if len(queries) != 4 {
+		t.Fatalf("%d SQL examples in the README, want 4", len(queries))
 	}
 	start := func(r map[string]any) int64 {
 		ns, _ := strconv.ParseInt(fmt.Sprint(r["window_start_ns"]), 10, 64)
 		return ns / 1e9
 	}
 	in := reports[1:] // the time range leaves the first window out
-	macros := strings.NewReplacer("$__timeFilter(window_start)",
-		fmt.Sprintf("window_start >= toDateTime(%d) AND window_start <= toDateTime(%d)", start(in[0]), start(in[len(in)-1])),
-		"$__interval_s", "1")
-	run := func(q string) string {
+	runOver := func(q string, in []map[string]any) string {
 		t.Helper()
+		macros := strings.NewReplacer("$__timeFilter(window_start)",
+			fmt.Sprintf("window_start >= toDateTime(%d) AND window_start <= toDateTime(%d)", start(in[0]), start(in[len(in)-1])),
+			"$__interval_s", "1")
 		out, err := clickhousetest.Query(addr, macros.Replace(q)+" FORMAT TSV", "")
 		if err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 		return out
 	}
+	run := func(q string) string { t.Helper(); return runOver(q, in) }
 	day := func(r map[string]any) string { return time.Unix(start(r), 0).UTC().Format(time.DateTime) }
 
 	var want strings.Builder
@@ -384,6 +458,69 @@ func TestClickHouseREADMEQueries(t *testing.T) {
 	if diff := cmp.Diff(want.String(), run(queries[2])); diff != "" {
 		t.Errorf("PFC frames per priority (-want +got):\n%s", diff)
 	}
+
+	// Events: each once, its figures summed over the windows of the
+	// range it spans; the trace's incast and PFC storm are in the first
+	// window, so the whole trace has every kind.
+	for _, in := range [][]map[string]any{reports, in} {
+		want, kinds := wantEvents(in)
+		if len(in) == len(reports) && len(kinds) != report.NumEventKinds-1 {
+			t.Fatalf("events of kinds %v in the trace: want every kind", kinds)
+		}
+		if diff := cmp.Diff(want, runOver(queries[3], in)); diff != "" {
+			t.Errorf("events of windows %v to %v (-want +got):\n%s", in[0]["window_start"], in[len(in)-1]["window_start"], diff)
+		}
+	}
+}
+
+// wantEvents returns what the README's events query gives over the time
+// range of reports, by the reports' events keys, and the kinds of events.
+func wantEvents(reports []map[string]any) (string, []string) {
+	type event struct {
+		start, end int64
+		kind, id   string
+		subject    [5]string // src, dst, dqp_hex, mac, priority
+		windows    int
+		sums       [5]uint64 // bytes, ecn_ce, cnp, frames, resent
+	}
+	events := map[string]*event{}
+	for _, r := range reports {
+		for _, e := range r["events"].([]any) {
+			e := e.(map[string]any)
+			str := func(k string) string {
+				if v, ok := e[k]; ok {
+					return fmt.Sprint(v)
+				}
+				return ""
+			}
+			num := func(k string) int64 { n, _ := strconv.ParseInt(fmt.Sprint(e[k]), 10, 64); return n }
+			id := str("id")
+			ev := events[id]
+			if ev == nil {
+				ev = &event{start: num("start_ns"), kind: str("kind"), id: id, subject: [5]string{str("src"), str("dst"), str("dqp_hex"), str("mac"), "0"}}
+				if p := str("priority"); p != "" {
+					ev.subject[4] = p
+				}
+				events[id] = ev
+			}
+			ev.windows++
+			ev.start, ev.end = min(ev.start, num("start_ns")), max(ev.end, num("end_ns"))
+			for i, k := range []string{"bytes", "ecn_ce", "cnp", "frames", "resent"} {
+				ev.sums[i] += uint64(num(k))
+			}
+		}
+	}
+	list := slices.SortedFunc(maps.Values(events), func(a, b *event) int {
+		return stdcmp.Or(stdcmp.Compare(a.start/1e9, b.start/1e9), strings.Compare(a.kind, b.kind), strings.Compare(a.id, b.id))
+	})
+	kinds := map[string]bool{}
+	var want strings.Builder
+	for _, e := range list {
+		kinds[e.kind] = true
+		fmt.Fprintf(&want, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", time.Unix(e.start/1e9, 0).UTC().Format(time.DateTime), e.kind, e.id,
+			strings.Join(e.subject[:], "\t"), e.windows, e.end-e.start, e.sums[0], e.sums[1], e.sums[2], e.sums[3], e.sums[4])
+	}
+	return want.String(), slices.Sorted(maps.Keys(kinds))
 }
 
 // TestClickHouseSpillNotShared: rows another user planted where ac4ba8c
