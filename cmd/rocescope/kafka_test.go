@@ -323,10 +323,11 @@ func TestKafkaMergeGroupRestart(t *testing.T) {
 }
 
 // withoutPrevious returns a report without what depends on the previous
-// window: the jitter list and each flow's prev_rate_bps and jitter flag.
+// window: the jitter list and each flow's prev_rate_bps and jitter flag,
+// in every list of flows.
 func withoutPrevious(r map[string]any) map[string]any {
 	c := withoutKeys(r, "jitter")
-	for _, l := range []string{"top_flows", "elephants", "flows_all"} {
+	for _, l := range []string{"top_flows", "elephants", "top_cnp", "top_retransmits", "event_flows", "flows_all"} {
 		fl, _ := c[l].([]any)
 		var out []any
 		for _, f := range fl {
