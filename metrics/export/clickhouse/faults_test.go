@@ -325,8 +325,8 @@ func TestSpillDirPrivate(t *testing.T) {
 // MergeTree, JSON strings) is refused with a line that says what to do,
 // and nothing is mixed into it; once the old tables are renamed away,
 // the spilled rows go in. A table of the sink's that lacks a column (the
-// report gained a key) gets it; one whose column has another type is
-// refused.
+// report gained a key) gets it, a missing table is made; a table whose
+// column has another type is refused.
 func TestOldSchema(t *testing.T) {
 	addr := clickhousetest.Start(t)
 	query(t, addr, "CREATE DATABASE old")
@@ -353,13 +353,25 @@ func TestOldSchema(t *testing.T) {
 		t.Errorf("windows (-want +got):\n%s", diff)
 	}
 
+	// Tables of a sink before the report gained fragments and the
+	// events: the columns and table events are added.
 	query(t, addr, "ALTER TABLE old.windows DROP COLUMN fragments")
-	if _, err := writeAll(t, target, nil, testReport(2)); err != nil {
+	query(t, addr, "ALTER TABLE old.windows DROP COLUMN `events_omitted.kind`")
+	query(t, addr, "ALTER TABLE old.windows DROP COLUMN `events_omitted.count`")
+	query(t, addr, "DROP TABLE old.events")
+	r := testReport(2)
+	r.EventsOmitted[report.EventIncast] = 3
+	r.Events = probeEvents(report.Flow{})[:1]
+	if _, err := writeAll(t, target, nil, r); err != nil {
 		t.Fatal(err)
 	}
 	// Counter fragments is number 30: 10*i + 30%7.
-	if got := query(t, addr, "SELECT window_start_ns, fragments FROM old.windows FINAL ORDER BY window_start_ns FORMAT TSV"); got != "1700000000000000000\t0\n1700000001000000000\t0\n1700000002000000000\t22\n" {
-		t.Errorf("column fragments added back: %q", got)
+	if got := query(t, addr, "SELECT window_start_ns, fragments, events_omitted.kind, events_omitted.count FROM old.windows FINAL ORDER BY window_start_ns FORMAT TSV"); got !=
+		"1700000000000000000\t0\t[]\t[]\n1700000001000000000\t0\t[]\t[]\n1700000002000000000\t22\t['incast']\t[3]\n" {
+		t.Errorf("columns fragments and events_omitted.* added back: %q", got)
+	}
+	if got := query(t, addr, "SELECT kind, window_start_ns FROM old.events FINAL FORMAT TSV"); got != "incast\t1700000002000000000\n" {
+		t.Errorf("table events made again: %q", got)
 	}
 
 	query(t, addr, "ALTER TABLE old.flows MODIFY COLUMN sport UInt32")
