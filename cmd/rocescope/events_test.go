@@ -3,11 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/google/go-cmp/cmp"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rocescope/rocescope/capture/synth"
 )
@@ -19,15 +21,8 @@ import (
 // event_flows. A YAML --config sets the rules like the flags: at
 // --ce-marks 101 the flow with 100 CE marks is no event.
 func TestReplayPrintsEvents(t *testing.T) {
-	dir := t.TempDir()
-	pcap, truthPath := filepath.Join(dir, "trouble.pcap"), filepath.Join(dir, "truth.json")
-	mustRunInProcess(t, "gen", "-o", pcap, "--truth", truthPath, "--scenario", "all", "--loss", "0", "--rnr", "0",
-		"--packets", "5000", "--flows", "200", "--snaplen", "128")
-	var truth synth.Truth
-	data, err := os.ReadFile(truthPath)
-	if err != nil || json.Unmarshal(data, &truth) != nil || len(truth.Events) != 6 {
-		t.Fatalf("truth: %v, %d events", err, len(truth.Events))
-	}
+	pcap, truth := scenarioTrace(t)
+	dir := filepath.Dir(pcap)
 	type event struct {
 		Kind     string `json:"kind"`
 		ID       string `json:"id"`
@@ -98,6 +93,23 @@ func TestReplayPrintsEvents(t *testing.T) {
 	}
 }
 
+// scenarioTrace has gen write a capture with every trouble and look-alike
+// of --scenario all over 200 connections without losses of their own, and
+// returns its path and truth (six events).
+func scenarioTrace(t *testing.T) (pcap string, truth *synth.Truth) {
+	t.Helper()
+	dir := t.TempDir()
+	pcap, truthPath := filepath.Join(dir, "trouble.pcap"), filepath.Join(dir, "truth.json")
+	mustRunInProcess(t, "gen", "-o", pcap, "--truth", truthPath, "--scenario", "all", "--loss", "0", "--rnr", "0",
+		"--packets", "5000", "--flows", "200", "--snaplen", "128")
+	truth = new(synth.Truth)
+	data, err := os.ReadFile(truthPath)
+	if err != nil || json.Unmarshal(data, truth) != nil || len(truth.Events) != 6 {
+		t.Fatalf("truth: %v, %d events", err, len(truth.Events))
+	}
+	return pcap, truth
+}
+
 // TestEventFlagsChecked: a rule out of range is a usage error (exit 2)
 // that names the flag.
 func TestEventFlagsChecked(t *testing.T) {
@@ -120,6 +132,87 @@ func TestEventFlagsChecked(t *testing.T) {
 		code, _, stderr := runCLI(t, append(append([]string{"replay"}, tc.args...), demo)...)
 		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("%q: exit %d, %q; want 2 and one line with %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
+// TestTableEvents: the table lists a window's events first, one line each
+// at 132 columns, naming what the truth of the scenario trace says was
+// injected (who, when, the cause, the MAC and priority, the frames and
+// resends), with the QPs in hex and the figures of the JSON report; an
+// event spanning windows (the 300 ms storm over 100 ms windows) is in each,
+// marked ongoing until its last, with that window's part of it.
+func TestTableEvents(t *testing.T) {
+	pcap, truth := scenarioTrace(t)
+	t.Setenv("COLUMNS", "132")
+	of := func(kind string) synth.Event {
+		i := slices.IndexFunc(truth.Events, func(e synth.Event) bool { return e.Kind == kind || e.Cause == kind })
+		return truth.Events[i]
+	}
+	clock := func(ns int64) string { return time.Unix(0, ns).UTC().Format("15:04:05.000000") }
+	flow := func(e synth.Event) string {
+		return fmt.Sprintf("%s → %s  QP 0x%06x  PSN %d", e.Flow.Src, e.Flow.Dst, e.Flow.DQP, e.FirstPSN)
+	}
+	incast, storm, nak, timeout, rnr, ce := of("incast"), of("pfc_storm"), of("nak"), of("timeout"), of("rnr"), of("ce_without_cnp")
+	const ms = int64(time.Millisecond)
+	// The incast's start and span are whole burst intervals (1 ms); the
+	// figures no truth holds (peak, CE, CNP, packets) are those of the
+	// JSON report (TestReplayPrintsEvents checks its events).
+	incastLine := fmt.Sprintf("! %s incast → %s  %d senders  peak 120 Gb/s over 4ms  CE 480  CNP 480",
+		clock(incast.StartNS/ms*ms), incast.Dst, len(incast.Senders))
+	stormLine := func(paused string, frames int, ongoing string) string {
+		return fmt.Sprintf("! %s pfc_storm %s  prio %d  paused %s (100 %%)  %d frames%s", clock(storm.StartNS), storm.MAC, storm.Priority, paused, frames, ongoing)
+	}
+	retrans := []string{
+		fmt.Sprintf("! %s retransmission %s", clock(nak.StartNS), flow(nak)),
+		fmt.Sprintf("    nak (PSN sequence error): %d resent after %v stall", nak.Resent, time.Duration(nak.StallNS)),
+		fmt.Sprintf("! %s retransmission %s  timeout: %d resent after %v stall  ongoing", clock(timeout.StartNS), flow(timeout), timeout.Resent, time.Duration(timeout.StallNS)),
+		fmt.Sprintf("! %s retransmission %s  rnr (timer %d): %d resent after %v stall", clock(rnr.StartNS), flow(rnr), rnr.NAKCode, rnr.Resent, time.Duration(rnr.StallNS)),
+	}
+	ceLine := fmt.Sprintf("! %s ce_without_cnp %s → %s  QP 0x%06x  CE %d  CNP 0  of 400 packets, 50 back",
+		clock(ce.StartNS/ms*ms), ce.Flow.Src, ce.Flow.Dst, ce.Flow.DQP, ce.ECNCE)
+	// The storm is first an event in the window in which it has lasted
+	// 200 ms (--storm-interval), ending at 20.4: that window reports it
+	// from its start, with the frames to then (one every 50 µs), and the
+	// next window the rest.
+	stormEnd := storm.StartNS + 300*ms
+	window := (storm.StartNS+200*ms)/(100*ms)*(100*ms) + 100*ms
+	inFirst := int((window-storm.StartNS)/50_000) + 1
+	for _, tc := range []struct {
+		window string
+		want   [][]string // the event lines of each window with events
+	}{
+		{"1s", [][]string{
+			{incastLine, stormLine("300ms", storm.Frames, "")},
+			append(slices.Clone(retrans), ceLine),
+		}},
+		{"100ms", [][]string{
+			{stormLine(time.Duration(window-storm.StartNS).Round(time.Microsecond).String(), inFirst, "  ongoing")},
+			{stormLine(time.Duration(stormEnd-window).Round(time.Microsecond).String(), storm.Frames-inFirst, "")},
+			{incastLine}, retrans[:2], retrans[2:3], retrans[3:], {ceLine},
+		}},
+	} {
+		code, out, stderr := runCLI(t, "replay", "--format", "table", "--window", tc.window, pcap)
+		if code != 0 {
+			t.Fatalf("replay: exit %d: %s", code, stderr)
+		}
+		var got [][]string
+		for _, w := range strings.Split(out, "\nwindow ")[0:] {
+			lines := strings.Split(w, "\n")[1:]
+			var evs []string
+			for i, l := range lines {
+				if strings.HasPrefix(l, "! ") || i > 0 && strings.HasPrefix(lines[i-1], "! ") && strings.HasPrefix(l, "    ") {
+					evs = append(evs, l)
+				} else if !strings.HasPrefix(l, "!") {
+					break // the events come first
+				}
+			}
+			if evs != nil {
+				got = append(got, evs)
+			}
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("--window %s: event lines (-want +got):\n%s", tc.window, diff)
 		}
 	}
 }

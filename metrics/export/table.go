@@ -31,7 +31,8 @@ type TableOptions struct {
 const minTableWidth = 60
 
 // Table writes a readable summary per window for a terminal, every line
-// within TableOptions.Width columns: the window's totals (throughput,
+// within TableOptions.Width columns: first the window's events, one line
+// each behind a "!" (see Table.events), then the window's totals (throughput,
 // packets by kind, drops), the flow count, congestion and transport
 // counters, latency quantiles in µs, the opcode mix, then the flows (the
 // top list and the elephants and jitter flows beyond it, or every flow with
@@ -87,6 +88,7 @@ func (t *Table) Write(r *report.Report) error {
 		head = append(head, "missing "+printable(strings.Join(r.MissingHosts, ",")))
 	}
 	t.fields(label, head...)
+	t.events(r)
 	t.fields("  throughput", formatRate(float64(c[metrics.Bytes])*8/secs), sig3(float64(c[metrics.Packets])/secs/1e6)+" Mpps",
 		u(c[metrics.Packets])+" packets", FormatBytes(c[metrics.Bytes]), "drops "+u(c[metrics.KernelDrops]))
 	t.fields("  frames:", "roce "+u(c[metrics.RoCEPackets]), "other "+u(c[metrics.OtherPackets]),
@@ -122,6 +124,101 @@ func (t *Table) Write(r *report.Report) error {
 	t.buf = append(t.buf, '\n')
 	_, err := t.w.Write(t.buf)
 	return err
+}
+
+// events appends a line per event of the window, first thing under the
+// header, each beginning with "!", its start (UTC, to the µs) and kind:
+//
+//	! 22:13:20.734000 incast → 10.250.0.1  16 senders  peak 120 Gb/s over 4ms  CE 480  CNP 480
+//	! 22:13:20.192335 pfc_storm 0c:42:a1:00:00:01  prio 4  paused 300ms (100 %)  6001 frames
+//	! 22:13:21.237967 retransmission 10.250.0.20 → 10.250.0.21  QP 0x000123  PSN 913293  timeout: 8 resent after 16ms stall
+//	! 22:13:21.741000 ce_without_cnp 10.250.0.24 → 10.250.0.25  QP 0x000127  CE 100  CNP 0  of 400 packets, 50 back
+//
+// An event that goes on past the window ends with "ongoing"; one that
+// began in an earlier window starts there, and its figures are this
+// window's part. Events a window does not list (--max-events) are counted
+// on a last line.
+func (t *Table) events(r *report.Report) {
+	for i := range r.Events {
+		e := &r.Events[i]
+		head := "! " + time.Unix(0, e.Start).UTC().Format("15:04:05.000000") + " " + e.Kind.String()
+		var items []string
+		flow := func(f *report.Flow) {
+			items = append(items, f.Key.Src.String()+" → "+f.Key.Dst.String(), "QP "+string(AppendQP(nil, f.Key.DQP)))
+		}
+		switch {
+		case e.Incast != nil:
+			in := e.Incast
+			items = append(items, "→ "+in.Dst.String(), plural(in.SenderCount, "sender"),
+				"peak "+formatRate(in.PeakBPS)+" over "+duration(e.End-e.Start),
+				"CE "+u(in.ECNCE), "CNP "+u(in.CNP))
+			if in.Sources != in.SenderCount {
+				items = append(items, "from "+plural(in.Sources, "address"))
+			}
+		case e.PFCStorm != nil:
+			st := e.PFCStorm
+			items = append(items, string(report.AppendMAC(nil, st.MAC)), "prio "+strconv.Itoa(int(st.Priority)),
+				"paused "+duration(st.PausedNS)+" ("+strconv.FormatFloat(100*st.PausedFraction, 'f', 0, 64)+" %)",
+				u(st.Frames)+" frames")
+		case e.Retransmission != nil:
+			rt := e.Retransmission
+			flow(&rt.Flow)
+			cause := rt.Cause.String()
+			switch rt.Cause {
+			case metrics.CauseNAK:
+				cause += " (" + decode.NAKCode(rt.NAKCode).String() + ")"
+			case metrics.CauseRNR:
+				cause += " (timer " + strconv.Itoa(int(rt.NAKCode)) + ")"
+			}
+			items = append(items, "PSN "+strconv.FormatUint(uint64(rt.FirstPSN), 10),
+				cause+": "+u(rt.Resent)+" resent after "+duration(rt.StallNS)+" stall")
+			if rt.Merged {
+				items = append(items, "(later episodes counted in)")
+			}
+		case e.CEWithoutCNP != nil:
+			ce := e.CEWithoutCNP
+			flow(&ce.Flow)
+			items = append(items, "CE "+u(ce.ECNCE), "CNP 0", "of "+u(ce.Packets)+" packets, "+u(ce.ReversePackets)+" back")
+		}
+		if e.Ongoing {
+			items = append(items, "ongoing")
+		}
+		t.fields(head, items...)
+	}
+	var omitted []string
+	for k, n := range r.EventsOmitted {
+		if n > 0 {
+			omitted = append(omitted, u(n)+" "+report.EventKind(k).String())
+		}
+	}
+	if len(omitted) > 0 {
+		t.fields("! not listed (--max-events):", omitted...)
+	}
+}
+
+// duration formats ns as a Go duration to a thousandth of its unit
+// ("207.664ms", "2.5µs").
+func duration(ns int64) string {
+	d := time.Duration(ns)
+	for _, unit := range []time.Duration{time.Second, time.Millisecond, time.Microsecond} {
+		if d >= unit {
+			return d.Round(unit / 1000).String()
+		}
+	}
+	return d.String()
+}
+
+// plural returns n and the noun, with an s unless n is 1 ("address" takes
+// "es").
+func plural(n int, noun string) string {
+	s := strconv.Itoa(n) + " " + noun
+	switch {
+	case n == 1:
+		return s
+	case strings.HasSuffix(noun, "s"):
+		return s + "es"
+	}
+	return s + "s"
 }
 
 // printable returns s, or s quoted with Go escapes when it holds a

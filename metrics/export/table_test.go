@@ -3,6 +3,7 @@ package export
 import (
 	"bytes"
 	"fmt"
+	"github.com/google/go-cmp/cmp"
 	"net/netip"
 	"strings"
 	"testing"
@@ -83,5 +84,40 @@ func TestTableLongAddresses(t *testing.T) {
 		if got := strings.Join(lines[len(lines)-len(tc.rows):], "\n"); got != strings.Join(tc.rows, "\n") {
 			t.Errorf("width %d: flow rows\n%s\nwant\n%s", tc.width, got, strings.Join(tc.rows, "\n"))
 		}
+	}
+}
+
+// TestTableEventsWrapped: event lines fit the width, continuing on
+// indented lines; an incast from fewer addresses than flows says so, a
+// retransmission that counts later episodes in says so, an ongoing event
+// says so, and the events --max-events left out are counted by kind.
+func TestTableEventsWrapped(t *testing.T) {
+	a := decode.AddrFrom4([4]byte{10, 0, 0, 1})
+	b := decode.AddrFrom4([4]byte{10, 0, 0, 2})
+	const start = 1_700_000_000e9
+	r := &report.Report{Window: &metrics.Window{Start: start, Length: 1e9, Hosts: []string{"h"}}}
+	r.Events = []report.Event{
+		{Kind: report.EventIncast, Start: start + 5e6, End: start + 7e6, Ongoing: true,
+			Incast: &report.Incast{Dst: b, SenderCount: 6, Sources: 4, PeakBPS: 85e9, ECNCE: 12, CNP: 3}},
+		{Kind: report.EventRetransmission, Start: start + 1_500, End: start + 9e6,
+			Retransmission: &report.Retransmission{Flow: report.Flow{Key: metrics.FlowKey{Src: a, Dst: b, DQP: 0xabcdef}},
+				Cause: metrics.CauseNAK, NAKCode: 1, FirstPSN: 7, Resent: 30, StallNS: 2_500, Merged: true}},
+	}
+	r.EventsOmitted[report.EventRetransmission] = 250
+	var out bytes.Buffer
+	if err := NewTable(&out, &TableOptions{Width: 80}).Write(r); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out.String(), "\n")
+	want := []string{
+		"! 22:13:20.005000 incast → 10.0.0.2  6 senders  peak 85.0 Gb/s over 2ms  CE 12",
+		"    CNP 3  from 4 addresses  ongoing",
+		"! 22:13:20.000001 retransmission 10.0.0.1 → 10.0.0.2  QP 0xabcdef  PSN 7",
+		"    nak (invalid request): 30 resent after 2.5µs stall",
+		"    (later episodes counted in)",
+		"! not listed (--max-events): 250 retransmission",
+	}
+	if diff := cmp.Diff(want, lines[1:1+len(want)]); diff != "" {
+		t.Errorf("event lines (-want +got):\n%s", diff)
 	}
 }
