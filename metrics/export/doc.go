@@ -2,6 +2,11 @@
 // contract), CSV, a terminal table, and Prometheus exposition over HTTP.
 // Sub-package html writes a self-contained HTML page.
 //
+// Every output shows a window's events (the diagnoses): the JSON lines'
+// events key, the table's "!" lines first in each window, CSV event rows,
+// and on the Prometheus endpoint rocescope_events_total{kind}, each event
+// counted once however many windows it spans.
+//
 // A [Sink] is fed reports in window order by one goroutine. The text sinks
 // ([JSONLines], [CSV], [Table]) hand each window to their writer in one
 // Write as soon as they are given it, so that a pipe or file shows a

@@ -22,8 +22,10 @@ import (
 // Prometheus text format 0.0.4: counters named rocescope_<name>_total in
 // base units (packets, bytes), NAKs by code, packets by opcode and PFC by
 // priority, gauges of the last window (flows, latency quantiles and max),
-// and rocescope_build_info. Every label is bounded (at most 256 opcodes,
-// 32 NAK codes, 8 priorities); there are no per-QP labels, whose
+// rocescope_events_total{kind} (each event once, however many windows it
+// spans) and rocescope_event_active{kind} (events going on at the end of
+// the last window), and rocescope_build_info. Every label is bounded (at
+// most 256 opcodes, 32 NAK codes, 8 priorities, 4 event kinds); there are no per-QP labels, whose
 // cardinality would be unbounded. Update and the HTTP handler may run
 // concurrently.
 //
@@ -38,6 +40,12 @@ type Prometheus struct {
 	last    lastWindow
 	// Running totals of the latencies the flow records matched, in ns.
 	readSum, readCount, ackSum, ackCount uint64
+	// Events by kind: counted once each, when first reported (ongoing
+	// holds the IDs of the last window's events that went on to its end,
+	// which the next window reports again), and those the windows did not
+	// list.
+	events, omitted [report.NumEventKinds]uint64
+	ongoing         map[report.EventID]bool
 
 	srv *http.Server
 	ln  *connLimit
@@ -50,6 +58,7 @@ type lastWindow struct {
 	flows                   float64
 	elephants, jitter       int
 	readLatency, ackLatency report.LatencySummary
+	active                  [report.NumEventKinds]uint64 // events going on at the window's end
 }
 
 // PrometheusOptions configure the endpoint; nil means the defaults.
@@ -139,6 +148,21 @@ func (p *Prometheus) Update(r *report.Report) {
 	p.ackCount += ackCount
 	p.last = lastWindow{seen: true, start: r.Window.Start, flows: r.Flows.Value, elephants: len(r.Elephants),
 		jitter: len(r.Jitter), readLatency: r.ReadLatency, ackLatency: r.AckLatency}
+	next := make(map[report.EventID]bool)
+	for i := range r.Events {
+		e := &r.Events[i]
+		if !p.ongoing[e.ID] {
+			p.events[e.Kind]++
+		}
+		if e.Ongoing {
+			next[e.ID] = true
+			p.last.active[e.Kind]++
+		}
+	}
+	p.ongoing = next
+	for k, n := range r.EventsOmitted {
+		p.omitted[k] += n
+	}
 }
 
 func (p *Prometheus) serveHTTP(w http.ResponseWriter, _ *http.Request) {
@@ -207,6 +231,13 @@ func (e *exposition) sample(name, labels string, v float64) {
 	e.b = append(e.b, '\n')
 }
 
+// perKind appends a sample per event kind, of v indexed by kind.
+func (e *exposition) perKind(name string, v []uint64) {
+	for k := 1; k < report.NumEventKinds; k++ {
+		e.sample(name, `{kind="`+report.EventKind(k).String()+`"}`, float64(v[k]))
+	}
+}
+
 // AppendText appends the exposition of the current totals.
 func (p *Prometheus) AppendText(b []byte) []byte {
 	p.mu.Lock()
@@ -248,6 +279,12 @@ func (p *Prometheus) AppendText(b []byte) []byte {
 	}
 	e.family("windows_total", "counter", "Windows reported.")
 	e.sample("windows_total", "", float64(p.windows))
+	// Events by kind, a bounded label: every kind has a series from the
+	// start, so that an alert on increase() sees the first event.
+	e.family("events_total", "counter", "Events (incast, pfc_storm, retransmission, ce_without_cnp) reported, each once however many windows it spans.")
+	e.perKind("events_total", p.events[:])
+	e.family("events_omitted_total", "counter", "Events windows did not list (--max-events), counted in each window that left them out.")
+	e.perKind("events_omitted_total", p.omitted[:])
 	l := &p.last
 	if !l.seen {
 		return e.b
@@ -297,8 +334,12 @@ func (p *Prometheus) AppendText(b []byte) []byte {
 		e.family(s.name+"_seconds_total", "counter", s.what+": sum of the run's matches on tracked flows.")
 		e.sample(s.name+"_seconds_total", "", float64(s.sum)/1e9)
 	}
-	// rocescope_events_total{kind} (issue 20, the diagnoses) goes here:
-	// one counter per event kind, a bounded label.
+	e.family("event_active", "gauge", "Events of the last window that lasted to its end: going on.")
+	var active [report.NumEventKinds]uint64
+	for k, n := range l.active {
+		active[k] = uint64(n)
+	}
+	e.perKind("event_active", active[:])
 	return e.b
 }
 
