@@ -40,9 +40,19 @@ import (
 //     _p999_ns, _max_ns, then the same for ack_latency: the JSON's
 //     read_latency_ns and ack_latency_ns; no quantiles when none matched),
 //     and PFC per priority (pfc0_frames, pfc0_quanta, ... pfc7_quanta):
-//     window rows.
+//     window rows;
+//   - the events' columns (csvEventHead: event_kind, event_id,
+//     event_start_ns, event_end_ns, ongoing, then the kinds' own keys of
+//     the JSON report): event rows.
 //
-// Cells a row does not have are empty.
+// An event row ("event"), one per event of the window, follows the window
+// row, before the flow rows. It names its flow in src, dst, dqp, dqp_hex,
+// sqp and sqp_hex (retransmission, ce_without_cnp; an incast its
+// destination in dst, its senders in senders as src/dqp_hex), and puts its
+// counts of bytes, ecn_ce, cnp and packets in those columns: the
+// senders' in the burst for an incast, the flow's in the window for
+// ce_without_cnp. An event that spans windows has a row, with the same
+// event_id, in each. Cells a row does not have are empty.
 type CSV struct {
 	w      io.Writer
 	header bool
@@ -54,6 +64,15 @@ func NewCSV(w io.Writer) *CSV { return &CSV{w: w} }
 
 // csvFlowHead are the columns of a flow's identity and rate.
 const csvFlowHead = "src,dst,dqp,dqp_hex,sqp,sqp_hex,sport,rate_bps,prev_rate_bps,elephant,jitter,estimated"
+
+// csvEventHead are the columns of the events, last in every row: the
+// keys of the JSON report's events, the four every event has prefixed with
+// event_ (the window and flow rows have their own start and kind).
+const csvEventHead = "event_kind,event_id,event_start_ns,event_end_ns,ongoing,sender_count,sources,peak_bps,senders," +
+	"mac,priority,paused_ns,paused_fraction,frames,cause,first_psn,resent,stall_ns,nak_code,rnr_timer,merged,reverse_packets"
+
+// csvNoEvent is the empty event cells of window and flow rows.
+var csvNoEvent = strings.Repeat(",", strings.Count(csvEventHead, ",")+1)
 
 // csvWindowTail are the columns after exact: latencies and PFC per
 // priority, in window rows only; csvFlowTail is the empty cells a flow row
@@ -111,7 +130,7 @@ func (c *CSV) Write(r *report.Report) error {
 		}
 		b = append(b, ",flows,flows_tracked,exact"...)
 		b = append(b, csvWindowTail...)
-		b = append(b, '\n')
+		b = append(append(append(b, ','), csvEventHead...), '\n')
 	}
 	w := r.Window
 	host := strings.Join(w.Hosts, " ")
@@ -158,7 +177,10 @@ func (c *CSV) Write(r *report.Report) error {
 		b = strconv.AppendUint(append(b, ','), frames, 10)
 		b = strconv.AppendUint(append(b, ','), quanta, 10)
 	}
-	b = append(b, '\n')
+	b = append(append(b, csvNoEvent...), '\n')
+	for i := range r.Events {
+		b = appendCSVEvent(prefix(b, "event"), &r.Events[i])
+	}
 	// The flow rows.
 	for _, f := range reportedFlows(r) {
 		b = prefix(b, "flow")
@@ -182,11 +204,88 @@ func (c *CSV) Write(r *report.Report) error {
 			b = strconv.AppendUint(append(b, ','), f.C[fc], 10)
 		}
 		b = append(b, csvFlowTail...)
-		b = append(b, '\n')
+		b = append(append(b, csvNoEvent...), '\n')
 	}
 	c.buf = b
 	_, err := c.w.Write(b)
 	return err
+}
+
+// appendCSVEvent appends the cells of an event row after its prefix, and
+// the newline.
+func appendCSVEvent(b []byte, e *report.Event) []byte {
+	var flow *report.Flow
+	var counts [metrics.NumFlowCounters]string // bytes, ecn_ce, cnp, packets where the event has them
+	switch {
+	case e.Incast != nil:
+		counts[metrics.FlowBytes], counts[metrics.FlowECNCE], counts[metrics.FlowCNP] = u(e.Incast.Bytes), u(e.Incast.ECNCE), u(e.Incast.CNP)
+	case e.Retransmission != nil:
+		flow = &e.Retransmission.Flow
+	case e.CEWithoutCNP != nil:
+		flow = &e.CEWithoutCNP.Flow
+		counts[metrics.FlowECNCE], counts[metrics.FlowCNP], counts[metrics.FlowPackets] = u(e.CEWithoutCNP.ECNCE), "0", u(e.CEWithoutCNP.Packets)
+	}
+	switch {
+	case flow != nil:
+		b = flow.Key.Src.AppendTo(append(b, ','))
+		b = flow.Key.Dst.AppendTo(append(b, ','))
+		b = strconv.AppendUint(append(b, ','), uint64(flow.Key.DQP), 10)
+		b = AppendQP(append(b, ','), flow.Key.DQP)
+		if flow.SQPKnown {
+			b = strconv.AppendUint(append(b, ','), uint64(flow.SQP), 10)
+			b = AppendQP(append(b, ','), flow.SQP)
+		} else {
+			b = append(b, ",,"...)
+		}
+	case e.Incast != nil:
+		b = e.Incast.Dst.AppendTo(append(b, ",,"...))
+		b = append(b, ",,,,"...)
+	default:
+		b = append(b, ",,,,,,"...)
+	}
+	b = append(b, ",,,,,,"...) // sport, rate_bps, prev_rate_bps, elephant, jitter, estimated
+	for _, c := range counts {
+		b = append(append(b, ','), c...)
+	}
+	b = append(b, csvFlowTail...)
+	b = append(append(b, ','), e.Kind.String()...)
+	b = e.ID.AppendText(append(b, ','))
+	b = strconv.AppendInt(append(b, ','), e.Start, 10)
+	b = strconv.AppendInt(append(b, ','), e.End, 10)
+	b = strconv.AppendBool(append(b, ','), e.Ongoing)
+	var cells [17]string // sender_count ... reverse_packets
+	switch {
+	case e.Incast != nil:
+		in := e.Incast
+		var senders []byte
+		for i := range in.Senders {
+			if i > 0 {
+				senders = append(senders, ' ')
+			}
+			senders = AppendQP(append(in.Senders[i].Key.Src.AppendTo(senders), '/'), in.Senders[i].Key.DQP)
+		}
+		cells[0], cells[1], cells[2], cells[3] = strconv.Itoa(in.SenderCount), strconv.Itoa(in.Sources), string(AppendFloat(nil, in.PeakBPS)), string(senders)
+	case e.PFCStorm != nil:
+		st := e.PFCStorm
+		cells[4], cells[5] = string(report.AppendMAC(nil, st.MAC)), strconv.Itoa(int(st.Priority))
+		cells[6], cells[7], cells[8] = strconv.FormatInt(st.PausedNS, 10), string(AppendFloat(nil, st.PausedFraction)), u(st.Frames)
+	case e.Retransmission != nil:
+		rt := e.Retransmission
+		cells[9], cells[10], cells[11], cells[12] = rt.Cause.String(), u(uint64(rt.FirstPSN)), u(rt.Resent), strconv.FormatInt(rt.StallNS, 10)
+		switch rt.Cause {
+		case metrics.CauseNAK:
+			cells[13] = strconv.Itoa(int(rt.NAKCode))
+		case metrics.CauseRNR:
+			cells[14] = strconv.Itoa(int(rt.NAKCode))
+		}
+		cells[15] = strconv.FormatBool(rt.Merged)
+	case e.CEWithoutCNP != nil:
+		cells[16] = u(e.CEWithoutCNP.ReversePackets)
+	}
+	for _, c := range cells {
+		b = appendCSVField(append(b, ','), c)
+	}
+	return append(b, '\n')
 }
 
 // Flush implements Sink; rows are written by Write.

@@ -15,7 +15,7 @@ import (
 
 // TestCSVReadsBack parses the CSV of the hand-made trace with
 // encoding/csv: one window row per window holding the window's counters
-// and throughput, then one flow row per listed flow, every row as wide as
+// and throughput, then one row per event and one flow row per listed flow, every row as wide as
 // the header, and the cells a row does not have empty.
 func TestCSVReadsBack(t *testing.T) {
 	rs := handReports(t, &metrics.Config{Workers: 1, Host: "h", ElephantRate: 50e3, JitterRate: 10e3})
@@ -96,6 +96,12 @@ func TestCSVReadsBack(t *testing.T) {
 				t.Errorf("window row has %s = %q", empty, cell(win, empty))
 			}
 		}
+		for i := range r.Events {
+			if row := rows[1+i]; cell(row, "row") != "event" || cell(row, "event_id") != r.Events[i].ID.String() {
+				t.Errorf("window %d: row %d is not event %s: %q", w.Start, 1+i, r.Events[i].ID, row)
+			}
+		}
+		rows = rows[len(r.Events):]
 		flows := reportedFlows(r)
 		for i, f := range flows {
 			row := rows[1+i]
