@@ -183,17 +183,7 @@ func (c *CSV) Write(r *report.Report) error {
 	}
 	// The flow rows.
 	for _, f := range reportedFlows(r) {
-		b = prefix(b, "flow")
-		b = f.Key.Src.AppendTo(append(b, ','))
-		b = f.Key.Dst.AppendTo(append(b, ','))
-		b = strconv.AppendUint(append(b, ','), uint64(f.Key.DQP), 10)
-		b = AppendQP(append(b, ','), f.Key.DQP)
-		if f.SQPKnown {
-			b = strconv.AppendUint(append(b, ','), uint64(f.SQP), 10)
-			b = AppendQP(append(b, ','), f.SQP)
-		} else {
-			b = append(b, ",,"...)
-		}
+		b = appendCSVFlowID(prefix(b, "flow"), &f.Key, f.SQP, f.SQPKnown)
 		b = strconv.AppendUint(append(b, ','), uint64(f.Sport), 10)
 		b = AppendFloat(append(b, ','), f.Rate)
 		b = AppendFloat(append(b, ','), f.PrevRate)
@@ -209,6 +199,20 @@ func (c *CSV) Write(r *report.Report) error {
 	c.buf = b
 	_, err := c.w.Write(b)
 	return err
+}
+
+// appendCSVFlowID appends the cells that name a flow: src, dst, dqp,
+// dqp_hex, and sqp and sqp_hex (empty when not known).
+func appendCSVFlowID(b []byte, k *metrics.FlowKey, sqp uint32, known bool) []byte {
+	b = k.Src.AppendTo(append(b, ','))
+	b = k.Dst.AppendTo(append(b, ','))
+	b = strconv.AppendUint(append(b, ','), uint64(k.DQP), 10)
+	b = AppendQP(append(b, ','), k.DQP)
+	if !known {
+		return append(b, ",,"...)
+	}
+	b = strconv.AppendUint(append(b, ','), uint64(sqp), 10)
+	return AppendQP(append(b, ','), sqp)
 }
 
 // appendCSVEvent appends the cells of an event row after its prefix, and
@@ -227,16 +231,7 @@ func appendCSVEvent(b []byte, e *report.Event) []byte {
 	}
 	switch {
 	case flow != nil:
-		b = flow.Key.Src.AppendTo(append(b, ','))
-		b = flow.Key.Dst.AppendTo(append(b, ','))
-		b = strconv.AppendUint(append(b, ','), uint64(flow.Key.DQP), 10)
-		b = AppendQP(append(b, ','), flow.Key.DQP)
-		if flow.SQPKnown {
-			b = strconv.AppendUint(append(b, ','), uint64(flow.SQP), 10)
-			b = AppendQP(append(b, ','), flow.SQP)
-		} else {
-			b = append(b, ",,"...)
-		}
+		b = appendCSVFlowID(b, &flow.Key, flow.SQP, flow.SQPKnown)
 	case e.Incast != nil:
 		b = e.Incast.Dst.AppendTo(append(b, ",,"...))
 		b = append(b, ",,,,"...)
