@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 
 	nethtml "golang.org/x/net/html"
 
+	"github.com/rocescope/rocescope/capture/synth"
 	"github.com/rocescope/rocescope/decode"
 	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/metrics/export/html"
@@ -160,8 +162,9 @@ func find(n *nethtml.Node, keep func(*nethtml.Node) bool) []*nethtml.Node {
 }
 
 // charts are the page's charts in order; opcodemix is an HTML bar table,
-// the others are uPlot canvases.
-var charts = []string{"throughput", "frames", "flowcount", "flowrates", "flowjitter", "flowcnp", "congestion",
+// the others are uPlot canvases (the events timeline one too, its bars
+// drawn on it).
+var charts = []string{"timeline", "throughput", "frames", "flowcount", "flowrates", "flowjitter", "flowcnp", "congestion",
 	"transport", "pfcframes", "pfcquanta", "readlat", "acklat", "opcodes", "opcodemix"}
 
 // TestPageDrawsInChromium renders pages in headless Chromium and checks
@@ -281,17 +284,24 @@ func BenchmarkPageWrite(b *testing.B) {
 // since the canvas was last cleared whole (uPlot clears it for each
 // drawing, and draws nothing but its axes' labels as text): the text's
 // measureText box placed where fillText puts it, through the context's
-// transform (uPlot rotates the y axes' titles), in canvas pixels. Once the
-// page's status is set it writes them, with each canvas's chart and size,
-// as JSON into body[data-labels].
+// transform (uPlot rotates the y axes' titles), in canvas pixels; and the
+// rectangles filled on it, with their colour (uPlot fills none of its own:
+// on the events timeline they are the bars). Once the page's status is set
+// it writes them, with each canvas's chart and size, as JSON into
+// body[data-labels].
 const labelProbe = `<script>
 (function () {
   "use strict";
-  const P = CanvasRenderingContext2D.prototype, fill = P.fillText, clear = P.clearRect;
-  const drawn = new Map();
+  const P = CanvasRenderingContext2D.prototype, fill = P.fillText, rect = P.fillRect, clear = P.clearRect;
+  const drawn = new Map(), rects = new Map();
   P.clearRect = function (x, y, w, h) {
-    if (x <= 0 && y <= 0 && w >= this.canvas.width && h >= this.canvas.height) drawn.set(this.canvas, []);
+    if (x <= 0 && y <= 0 && w >= this.canvas.width && h >= this.canvas.height) { drawn.set(this.canvas, []); rects.set(this.canvas, []); }
     return clear.apply(this, arguments);
+  };
+  P.fillRect = function (x, y, w, h) {
+    if (!rects.has(this.canvas)) rects.set(this.canvas, []);
+    rects.get(this.canvas).push({ style: String(this.fillStyle), x0: x, y0: y, x1: x + w, y1: y + h });
+    return rect.apply(this, arguments);
   };
   P.fillText = function (text, x, y) {
     const m = this.measureText(text), t = this.getTransform();
@@ -310,7 +320,7 @@ const labelProbe = `<script>
     const out = [];
     for (const [c, labels] of drawn) {
       const chart = c.closest("[data-chart]");
-      if (chart) out.push({ chart: chart.dataset.chart, width: c.width, height: c.height, labels });
+      if (chart) out.push({ chart: chart.dataset.chart, width: c.width, height: c.height, labels, rects: rects.get(c) || [] });
     }
     document.body.dataset.labels = JSON.stringify(out);
   }, 0)).observe(document.body, { attributes: true, attributeFilter: ["data-status"] });
@@ -495,4 +505,185 @@ func TestChartLabelsReadable(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestEventsDrawInChromium renders the page of a trace with every kind of
+// trouble (synth.ScenarioAll), at 100 ms windows, where the PFC storm
+// is reported in two windows, and at 1 s windows, in headless Chromium. The
+// events timeline draws one bar per injected event in its kind's colour
+// and lane (the storm once), from its start onwards in time order, within
+// the plot; the event table has a row per event naming what the truth
+// injected, and its flow links lead to rows of the flow table holding
+// those flows (all 16 senders of the incast). The timeline's labels are
+// checked like every chart's.
+func TestEventsDrawInChromium(t *testing.T) {
+	browser := chromiumPath(t)
+	for _, tc := range []struct {
+		window time.Duration
+		unit   string // of the throughput axis
+	}{{100 * time.Millisecond, "Gb/s"}, {time.Second, "Mb/s"}} {
+		window := tc.window
+		t.Run(window.String(), func(t *testing.T) {
+			src, err := synth.New(&synth.Config{Seed: 1, Packets: 5000, Flows: 200, Scenario: synth.ScenarioAll,
+				LossProb: synth.Off, RNRProb: synth.Off, SnapLen: 128})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, page := replaySource(t, src, window, &html.Options{})
+			truth := src.Truth()
+			page = bytes.Replace(page, []byte(`<body data-status="loading">`), []byte(`<body data-status="loading">`+labelProbe), 1)
+			doc := render(t, browser, page)
+			body := find(doc, func(n *nethtml.Node) bool { return n.Data == "body" })[0]
+			if status, _ := attr(body, "data-status"); status != "ok" {
+				t.Fatalf("page status %q; want ok", status)
+			}
+			checkLabels(t, doc)
+			checkCharts(t, doc, tc.unit)
+
+			want := map[string]int{}
+			for _, e := range truth.Events {
+				want[e.Kind]++
+			}
+			// The bars drawn, by colour, and the colour of each kind
+			// as the timeline's legend (data-series) gives it.
+			timeline := find(doc, func(n *nethtml.Node) bool { id, _ := attr(n, "data-chart"); return id == "timeline" })
+			if len(timeline) != 1 {
+				t.Fatalf("%d timelines", len(timeline))
+			}
+			var series []chartSeries
+			raw, _ := attr(timeline[0], "data-series")
+			if err := json.Unmarshal([]byte(raw), &series); err != nil {
+				t.Fatal(err)
+			}
+			colour := map[string]string{}
+			for _, s := range series {
+				colour[s.Stroke] = s.Label
+			}
+			var canvases []struct {
+				Chart         string
+				Width, Height float64
+				Rects         []struct {
+					Style          string
+					X0, Y0, X1, Y1 float64
+				}
+			}
+			raw, _ = attr(body, "data-labels")
+			if err := json.Unmarshal([]byte(raw), &canvases); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int{}
+			lanes := map[string]float64{}
+			lastX := map[string]float64{}
+			for _, c := range canvases {
+				if c.Chart != "timeline" {
+					if len(c.Rects) > 0 {
+						t.Errorf("%s: %d rectangles filled", c.Chart, len(c.Rects))
+					}
+					continue
+				}
+				for _, r := range c.Rects {
+					kind, ok := colour[r.Style]
+					if !ok {
+						t.Errorf("timeline: a bar in %s, no kind's colour", r.Style)
+						continue
+					}
+					got[kind]++
+					if y, seen := lanes[kind]; seen && y != r.Y0 {
+						t.Errorf("timeline: %s bars at y %.1f and %.1f: want one lane", kind, y, r.Y0)
+					}
+					lanes[kind] = r.Y0
+					if r.X0 < lastX[kind] {
+						t.Errorf("timeline: %s bars out of time order", kind)
+					}
+					lastX[kind] = r.X0
+					if r.X0 < 0 || r.X1 > c.Width || r.Y0 < 0 || r.Y1 > c.Height || r.X1-r.X0 < 3 {
+						t.Errorf("timeline: %s bar (%.1f, %.1f)-(%.1f, %.1f) outside the %.0f×%.0f canvas or under 3 px", kind, r.X0, r.Y0, r.X1, r.Y1, c.Width, c.Height)
+					}
+				}
+			}
+			if !maps.Equal(got, want) {
+				t.Errorf("timeline bars by kind %v; want %v", got, want)
+			}
+			if lanes["incast"] == lanes["pfc_storm"] || len(slices.Compact(slices.Sorted(maps.Values(lanes)))) != len(lanes) {
+				t.Errorf("timeline lanes %v: want one per kind", lanes)
+			}
+
+			// The event table: a row per event, whose text names what
+			// the truth injected; its links lead to the flows' rows.
+			rows := find(doc, func(n *nethtml.Node) bool { _, ok := attr(n, "data-event"); return n.Data == "tr" && ok })
+			if len(rows) != len(truth.Events) {
+				t.Fatalf("event table has %d rows; want %d", len(rows), len(truth.Events))
+			}
+			flowRow := map[string][]string{} // "#flow-N" → the cells of that row
+			for _, r := range find(doc, func(n *nethtml.Node) bool { _, ok := attr(n, "data-rank"); return n.Data == "tr" && ok }) {
+				id, _ := attr(r, "id")
+				var cells []string
+				for _, td := range find(r, func(n *nethtml.Node) bool { return n.Data == "td" }) {
+					cells = append(cells, text(td))
+				}
+				flowRow["#"+id] = cells
+			}
+			for _, e := range truth.Events {
+				var named []synth.EventFlow
+				var what string
+				switch e.Kind {
+				case "incast":
+					what, named = "→ "+e.Dst.String()+": 16 senders", e.Senders
+				case "pfc_storm":
+					what = fmt.Sprintf("%s priority %d: paused 300 ms (100 %%), %s frames", e.MAC, e.Priority, thousands(e.Frames))
+				default:
+					what, named = fmt.Sprintf("%s → %s QP 0x%06x", e.Flow.Src, e.Flow.Dst, e.Flow.DQP), []synth.EventFlow{*e.Flow}
+					if e.Kind == "retransmission" {
+						what += fmt.Sprintf(": %s", e.Cause)
+					}
+				}
+				i := slices.IndexFunc(rows, func(r *nethtml.Node) bool {
+					kind, _ := attr(r, "data-kind")
+					return kind == e.Kind && strings.Contains(text(r), what)
+				})
+				if i < 0 {
+					t.Errorf("no %s row says %q", e.Kind, what)
+					continue
+				}
+				links := find(rows[i], func(n *nethtml.Node) bool { return n.Data == "a" })
+				if len(links) != len(named) {
+					t.Errorf("%s row: %d flow links; want %d", e.Kind, len(links), len(named))
+				}
+				for _, a := range links {
+					href, _ := attr(a, "href")
+					cells, ok := flowRow[href]
+					if !ok {
+						t.Errorf("%s row: link %s leads to no flow row", e.Kind, href)
+						continue
+					}
+					if !slices.ContainsFunc(named, func(f synth.EventFlow) bool {
+						return cells[1] == f.Src.String() && cells[2] == f.Dst.String() && cells[3] == fmt.Sprintf("0x%06x", f.DQP)
+					}) {
+						t.Errorf("%s row: link %s leads to flow %q, not one the event names", e.Kind, href, cells[1:4])
+					}
+				}
+			}
+		})
+	}
+}
+
+// thousands writes n with a comma between groups of three digits, as the
+// page does.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// text returns the text under n.
+func text(n *nethtml.Node) string {
+	var b strings.Builder
+	for d := range n.Descendants() {
+		if d.Type == nethtml.TextNode {
+			b.WriteString(d.Data)
+		}
+	}
+	return b.String()
 }

@@ -1,5 +1,7 @@
 // Package html writes rocescope's reports as one self-contained HTML page:
-// the charts an operator looks at first after an incident (throughput, the
+// the events of the diagnoses first (a timeline with a lane per kind, and
+// a table whose flows link to their rows), then the charts an operator
+// looks at after an incident (throughput, the
 // top flows' rates with the elephant and jitter thresholds, congestion and
 // PFC pauses, transport trouble, READ and ACK latency quantiles, the
 // operation mix) and a sortable table of the flows, under a header that
@@ -29,6 +31,16 @@
 // pages in headless Chromium and measure every label uPlot draws on the
 // canvases.
 //
+// # Events
+//
+// The page keeps every event once, by its ID: the reports of the windows
+// an ongoing event spans are merged into one (its figures added up, its
+// start the earliest and its end the latest), so the timeline draws it as
+// one bar from start to end. The page's figures hold each as the JSON
+// lines report writes an event, plus the windows that reported it; the
+// flows the events name are charted with the top flows, so that the event
+// table links to their rows.
+//
 // # Bounded memory
 //
 // A Page keeps a fixed set of numbers per point, at most MaxPoints points
@@ -37,7 +49,9 @@
 // days. Past MaxPoints it merges points in pairs (counts add up; rates,
 // levels and quantiles keep their largest value, throughput its smallest
 // too); past MaxFlows it keeps
-// the flows with the most bytes. The page says when either happened.
+// the flows with the most bytes; past MaxEvents (1000) it keeps the first
+// events and counts the others, and an incast keeps 16 of its senders. The
+// page says when any of these happened.
 //
 // # Sink
 //

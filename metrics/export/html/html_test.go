@@ -18,6 +18,7 @@ import (
 
 	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/capture/file"
+	"github.com/rocescope/rocescope/capture/synth"
 	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/metrics/export"
 	"github.com/rocescope/rocescope/metrics/export/html"
@@ -37,6 +38,12 @@ func replay(t *testing.T, path string, window time.Duration, opts *html.Options)
 		t.Fatal(err)
 	}
 	defer src.Close()
+	return replaySource(t, src, window, opts)
+}
+
+// replaySource is replay of a source.
+func replaySource(t *testing.T, src capture.Source, window time.Duration, opts *html.Options) (lines []map[string]any, page []byte) {
+	t.Helper()
 	eng, err := metrics.New(&metrics.Config{Window: window, Workers: 1, Host: "test", ElephantRate: opts.ElephantRate, JitterRate: opts.JitterRate})
 	if err != nil {
 		t.Fatal(err)
@@ -83,24 +90,26 @@ func replay(t *testing.T, path string, window time.Duration, opts *html.Options)
 
 // pageJSON is the page's data as the test reads it back.
 type pageJSON struct {
-	Title        string                `json:"title"`
-	Inputs       []string              `json:"inputs"`
-	Hosts        []string              `json:"hosts"`
-	WindowNS     int64                 `json:"window_ns"`
-	FirstWindow  string                `json:"first_window"`
-	LastWindow   string                `json:"last_window"`
-	Windows      int                   `json:"windows"`
-	ExactWindows int                   `json:"exact_windows"`
-	ElephantRate float64               `json:"elephant_rate_bps"`
-	JitterRate   float64               `json:"jitter_rate_bps"`
-	PointWindows int64                 `json:"point_windows"`
-	X            []float64             `json:"x"`
-	N            []int                 `json:"n"`
-	Series       map[string][]*float64 `json:"series"`
-	OpcodeNames  map[string]string     `json:"opcode_names"`
-	FlowsEvicted int                   `json:"flows_evicted"`
-	FlowsRefused int                   `json:"flows_refused"`
-	Flows        []pageFlow            `json:"flows"`
+	Title         string                `json:"title"`
+	Inputs        []string              `json:"inputs"`
+	Hosts         []string              `json:"hosts"`
+	WindowNS      int64                 `json:"window_ns"`
+	FirstWindow   string                `json:"first_window"`
+	LastWindow    string                `json:"last_window"`
+	Windows       int                   `json:"windows"`
+	ExactWindows  int                   `json:"exact_windows"`
+	ElephantRate  float64               `json:"elephant_rate_bps"`
+	JitterRate    float64               `json:"jitter_rate_bps"`
+	PointWindows  int64                 `json:"point_windows"`
+	X             []float64             `json:"x"`
+	N             []int                 `json:"n"`
+	Series        map[string][]*float64 `json:"series"`
+	OpcodeNames   map[string]string     `json:"opcode_names"`
+	FlowsEvicted  int                   `json:"flows_evicted"`
+	FlowsRefused  int                   `json:"flows_refused"`
+	Flows         []pageFlow            `json:"flows"`
+	Events        []map[string]any      `json:"events"`
+	EventsRefused int                   `json:"events_refused"`
 }
 
 type pageFlow struct {
@@ -334,10 +343,17 @@ func expectedPage(t *testing.T, lines []map[string]any, maxPoints int64) (series
 	flows = map[flowKey]pageFlow{}
 	for i, l := range lines {
 		p := float64(pointOf(i))
-		for _, tf := range l["top_flows"].([]any) {
+		// The page charts the top flows and the flows the events name
+		// beyond them.
+		listed := map[flowKey]bool{}
+		for _, tf := range append(l["top_flows"].([]any), l["event_flows"].([]any)...) {
 			m := tf.(map[string]any)
 			num := func(k string) float64 { return m[k].(float64) }
 			k := flowKey{m["src"].(string), m["dst"].(string), uint32(num("dqp"))}
+			if listed[k] {
+				continue
+			}
+			listed[k] = true
 			f := flows[k]
 			f.Src, f.Dst, f.DQP = k.src, k.dst, k.dqp
 			if sqp, ok := m["sqp"].(float64); ok {
@@ -469,5 +485,57 @@ func TestPageHoldsTheJSONReportsFigures(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPageMergesEvents: the page of a trace with every kind of trouble
+// holds each event once, however many windows reported it, with the
+// figures of its parts added up: at 100 ms windows the PFC storm,
+// reported in two, has the truth's start, end and frames, 300 ms paused
+// and windows 2, and the JSON lines' ID. Past MaxEvents, events are left
+// out and counted.
+func TestPageMergesEvents(t *testing.T) {
+	newSource := func() *synth.Source {
+		src, err := synth.New(&synth.Config{Seed: 1, Packets: 5000, Flows: 200, Scenario: synth.ScenarioAll,
+			LossProb: synth.Off, RNRProb: synth.Off, SnapLen: 128})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src
+	}
+	src := newSource()
+	lines, page := replaySource(t, src, 100*time.Millisecond, &html.Options{})
+	truth := src.Truth()
+	d := parsePage(t, page)
+	if len(d.Events) != len(truth.Events) {
+		t.Fatalf("%d events in the page; want %d", len(d.Events), len(truth.Events))
+	}
+	reported := map[string]int{} // windows reporting each ID in the JSON lines
+	for _, l := range lines {
+		for _, e := range l["events"].([]any) {
+			reported[e.(map[string]any)["id"].(string)]++
+		}
+	}
+	for _, e := range d.Events {
+		id := e["id"].(string)
+		if got, want := e["windows"], float64(reported[id]); got != want {
+			t.Errorf("event %s %s: windows %v, the JSON lines report it in %v", e["kind"], id, got, want)
+		}
+		if e["kind"] != "pfc_storm" {
+			continue
+		}
+		i := slices.IndexFunc(truth.Events, func(te synth.Event) bool { return te.Kind == "pfc_storm" })
+		te := truth.Events[i]
+		want := map[string]any{"start_ns": float64(te.StartNS), "end_ns": float64(te.EndNS), "frames": float64(te.Frames),
+			"paused_ns": float64(300 * time.Millisecond), "paused_fraction": 1.0, "windows": 2.0, "ongoing": false, "mac": te.MAC, "priority": float64(te.Priority)}
+		for k, v := range want {
+			if e[k] != v {
+				t.Errorf("pfc_storm %s = %v; want %v", k, e[k], v)
+			}
+		}
+	}
+	_, page = replaySource(t, newSource(), 100*time.Millisecond, &html.Options{MaxEvents: 2})
+	if d := parsePage(t, page); len(d.Events) != 2 || d.EventsRefused != len(truth.Events)-2 {
+		t.Errorf("MaxEvents 2: %d events, %d refused; want 2 and %d", len(d.Events), d.EventsRefused, len(truth.Events)-2)
 	}
 }

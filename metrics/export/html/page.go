@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/rocescope/rocescope/metrics/report"
 )
 
 // Options shape a page. The zero value of each field selects its default;
@@ -16,6 +18,7 @@ type Options struct {
 	JitterRate   float64  // bits/s; drawn as the jitter threshold line (0: no line)
 	MaxPoints    int      // points per series at most; default 2000
 	MaxFlows     int      // flows charted at most; default 1000
+	MaxEvents    int      // events kept at most; default 1000
 }
 
 // Defaults of [Options].
@@ -23,6 +26,7 @@ const (
 	DefaultTitle     = "rocescope report"
 	DefaultMaxPoints = 2000
 	DefaultMaxFlows  = 1000
+	DefaultMaxEvents = 1000
 )
 
 // ErrOrder is wrapped by Write errors: a window that does not follow the
@@ -37,10 +41,12 @@ var ErrOrder = errors.New("windows out of order")
 // MaxPoints points: when a window falls past the last point, neighbouring
 // points are merged in pairs and each point then covers twice as many
 // windows (counts add up; rates, levels and quantiles keep their largest
-// value, and throughput its smallest too). At most MaxFlows flows of the top lists are charted: when the
+// value, and throughput its smallest too). At most MaxFlows flows of the top lists and of the events are charted: when the
 // page is full, a new flow replaces the charted flow with the fewest bytes
 // if it has more bytes in its window, else it is left out; the page says
-// how often either happened. A Page is not safe for concurrent use.
+// how often either happened. At most MaxEvents events are kept, each
+// once however many windows reported it. A Page is not safe for
+// concurrent use.
 type Page struct {
 	opts Options
 
@@ -59,6 +65,11 @@ type Page struct {
 	index   map[flowID]int // position of each charted flow in flows
 	evicted int            // charted flows replaced by a larger newcomer
 	refused int            // top-list entries left out because the page was full
+
+	events        []eventTrack                 // by first report
+	eventIndex    map[report.EventID]int       // position of each event in events
+	eventsRefused int                          // events left out because the page held MaxEvents
+	eventsOmitted [report.NumEventKinds]uint64 // events the reports did not list (their --max-events)
 }
 
 // flowTrack is what the page keeps of one charted flow: its totals over
@@ -104,13 +115,16 @@ func NewPage(o *Options) (*Page, error) {
 	if opts.MaxFlows == 0 {
 		opts.MaxFlows = DefaultMaxFlows
 	}
-	if opts.MaxPoints < 2 || opts.MaxFlows < 1 {
-		return nil, fmt.Errorf("html: max points %d and max flows %d: want at least 2 and 1", opts.MaxPoints, opts.MaxFlows)
+	if opts.MaxEvents == 0 {
+		opts.MaxEvents = DefaultMaxEvents
+	}
+	if opts.MaxPoints < 2 || opts.MaxFlows < 1 || opts.MaxEvents < 1 {
+		return nil, fmt.Errorf("html: max points %d, max flows %d and max events %d: want at least 2, 1 and 1", opts.MaxPoints, opts.MaxFlows, opts.MaxEvents)
 	}
 	if !(opts.ElephantRate >= 0 && opts.JitterRate >= 0) {
 		return nil, fmt.Errorf("html: elephant rate %v and jitter rate %v: want 0 or more", opts.ElephantRate, opts.JitterRate)
 	}
-	return &Page{opts: opts, width: 1, index: make(map[flowID]int)}, nil
+	return &Page{opts: opts, width: 1, index: make(map[flowID]int), eventIndex: make(map[report.EventID]int)}, nil
 }
 
 // add adds one window to the page.
@@ -150,6 +164,12 @@ func (p *Page) add(w window) error {
 	p.points[pt].add(&w.figures)
 	for i := range w.top {
 		p.track(&w.top[i], pt, hasPrev)
+	}
+	for i := range w.events {
+		p.trackEvent(&w.events[i])
+	}
+	for k, n := range w.eventsOmitted {
+		p.eventsOmitted[k] += n
 	}
 	return nil
 }

@@ -58,6 +58,16 @@ type pageData struct {
 	FlowsEvicted int                `json:"flows_evicted"`
 	FlowsRefused int                `json:"flows_refused"`
 	Flows        []flowData         `json:"flows"` // by bytes, largest first
+	// Events are the events of every window, each once (by ID), in the
+	// order of their first report, as the JSON lines report writes them
+	// plus the windows that reported them; EventKinds names the kinds
+	// (the timeline's lanes), EventsRefused counts those left out past
+	// MaxEvents, EventsOmitted by kind those the reports did not list.
+	Events        []*eventJSON      `json:"events"`
+	EventKinds    []string          `json:"event_kinds"`
+	MaxEvents     int               `json:"max_events"`
+	EventsRefused int               `json:"events_refused"`
+	EventsOmitted map[string]uint64 `json:"events_omitted"`
 }
 
 // flowData is one charted flow. Samples are [point, rate bits/s, rate
@@ -113,28 +123,36 @@ func (s flowPointJS) MarshalJSON() ([]byte, error) {
 // data returns the page's figures.
 func (p *Page) data() *pageData {
 	d := &pageData{
-		Title:        p.opts.Title,
-		Inputs:       nonNil(p.opts.Inputs),
-		Hosts:        nonNil(p.hosts),
-		WindowNS:     p.length,
-		Windows:      p.windows,
-		ExactWindows: p.exact,
-		FlowsMethod:  p.flowsMethod,
-		FlowsRelErr:  p.flowsRelErr,
-		ElephantRate: p.opts.ElephantRate,
-		JitterRate:   p.opts.JitterRate,
-		MaxPoints:    p.opts.MaxPoints,
-		PointWindows: p.width,
-		X:            make([]float64, len(p.points)),
-		N:            make([]int, len(p.points)),
-		Series:       make(map[string]numbers),
-		OpcodeNames:  make(map[string]string),
-		NAKNames:     make(map[string]string),
-		MaxFlows:     p.opts.MaxFlows,
-		FlowsEvicted: p.evicted,
-		FlowsRefused: p.refused,
-		Flows:        make([]flowData, len(p.flows)),
+		Title:         p.opts.Title,
+		Inputs:        nonNil(p.opts.Inputs),
+		Hosts:         nonNil(p.hosts),
+		WindowNS:      p.length,
+		Windows:       p.windows,
+		ExactWindows:  p.exact,
+		FlowsMethod:   p.flowsMethod,
+		FlowsRelErr:   p.flowsRelErr,
+		ElephantRate:  p.opts.ElephantRate,
+		JitterRate:    p.opts.JitterRate,
+		MaxPoints:     p.opts.MaxPoints,
+		PointWindows:  p.width,
+		X:             make([]float64, len(p.points)),
+		N:             make([]int, len(p.points)),
+		Series:        make(map[string]numbers),
+		OpcodeNames:   make(map[string]string),
+		NAKNames:      make(map[string]string),
+		MaxFlows:      p.opts.MaxFlows,
+		FlowsEvicted:  p.evicted,
+		FlowsRefused:  p.refused,
+		Flows:         make([]flowData, len(p.flows)),
+		Events:        make([]*eventJSON, len(p.events)),
+		MaxEvents:     p.opts.MaxEvents,
+		EventsRefused: p.eventsRefused,
+		EventsOmitted: make(map[string]uint64),
 	}
+	for i := range p.events {
+		d.Events[i] = (*eventJSON)(&p.events[i])
+	}
+	d.EventKinds = p.eventKinds(d.EventsOmitted)
 	if p.windows > 0 {
 		d.FirstWindow = time.Unix(0, p.first*p.length).UTC().Format(time.RFC3339Nano)
 		d.LastWindow = time.Unix(0, p.last*p.length).UTC().Format(time.RFC3339Nano)

@@ -8,8 +8,8 @@ import (
 	"github.com/rocescope/rocescope/metrics/report"
 )
 
-// This file is the only one that reads the metrics package's report: the
-// rest of the package works on the window type below.
+// This file and events.go are the ones that read the metrics package's
+// report: the rest of the package works on the window type below.
 
 var _ export.Sink = (*File)(nil)
 
@@ -33,7 +33,11 @@ type window struct {
 	flowsMethod   string  // how the distinct flows were estimated
 	flowsRelErr   float64 // the estimate's stated relative error
 	figures
-	top []flowSample // the report's top list, largest first
+	top []flowSample // the report's top list, largest first, then the flows its events name beyond it
+	// events are the report's events (their kind's figures point into
+	// the report: the page copies what it keeps).
+	events        []report.Event
+	eventsOmitted [report.NumEventKinds]uint64
 }
 
 // flowSample is one flow of a window's top list.
@@ -129,24 +133,41 @@ func windowOf(r *report.Report) window {
 		copy(f.max[maxReadP50+4*i:], q[:])
 	}
 
-	out.top = make([]flowSample, len(r.Top))
+	out.events, out.eventsOmitted = r.Events, r.EventsOmitted
+	out.top = make([]flowSample, len(r.Top), len(r.Top)+len(r.EventFlows))
 	for i := range r.Top {
-		t := &r.Top[i]
-		out.top[i] = flowSample{
-			id:        flowID{src: t.Key.Src.String(), dst: t.Key.Dst.String(), dqp: t.Key.DQP},
-			sqp:       t.SQP,
-			sqpKnown:  t.SQPKnown,
-			bytes:     t.Get(metrics.FlowBytes),
-			packets:   t.Get(metrics.FlowPackets),
-			cnp:       t.Get(metrics.FlowCNP),
-			ecnCE:     t.Get(metrics.FlowECNCE),
-			ret:       t.Get(metrics.FlowRetransmits),
-			rate:      t.Rate,
-			delta:     math.Abs(t.Rate - t.PrevRate),
-			elephant:  t.Elephant,
-			jitter:    t.Jitter,
-			estimated: t.Estimated,
+		out.top[i] = sampleOf(&r.Top[i])
+	}
+	if len(r.EventFlows) == 0 {
+		return out
+	}
+	listed := make(map[metrics.FlowKey]bool, len(r.Top))
+	for i := range r.Top {
+		listed[r.Top[i].Key] = true
+	}
+	for i := range r.EventFlows {
+		if f := &r.EventFlows[i]; !listed[f.Key] {
+			out.top = append(out.top, sampleOf(f))
 		}
 	}
 	return out
+}
+
+// sampleOf returns what the page keeps of a flow of a report.
+func sampleOf(t *report.FlowReport) flowSample {
+	return flowSample{
+		id:        flowID{src: t.Key.Src.String(), dst: t.Key.Dst.String(), dqp: t.Key.DQP},
+		sqp:       t.SQP,
+		sqpKnown:  t.SQPKnown,
+		bytes:     t.Get(metrics.FlowBytes),
+		packets:   t.Get(metrics.FlowPackets),
+		cnp:       t.Get(metrics.FlowCNP),
+		ecnCE:     t.Get(metrics.FlowECNCE),
+		ret:       t.Get(metrics.FlowRetransmits),
+		rate:      t.Rate,
+		delta:     math.Abs(t.Rate - t.PrevRate),
+		elephant:  t.Elephant,
+		jitter:    t.Jitter,
+		estimated: t.Estimated,
+	}
 }

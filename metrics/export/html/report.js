@@ -2,8 +2,8 @@
 // When every chart has drawn, body[data-status] is "ok" (and
 // body[data-render-ms] how long it took); on any error it is "error: ...".
 //
-// The page is a list of sections (header, traffic, flows, congestion,
-// latency, operations, flow table), each a function that appends its cards
+// The page is a list of sections (header, events, traffic, flows,
+// congestion, latency, operations, flow table), each a function that appends its cards
 // to the page: a new section is one more function in `sections`. Every
 // chart is made by chart(), which gives it a 24-hour UTC time axis whose
 // labels never overlap, value axes sized to their labels, a legend, and the
@@ -68,6 +68,7 @@
     return sig3(ns) + " ns";
   }
   const hex = (q) => "0x" + q.toString(16).padStart(6, "0");
+  D.flows.forEach((f, i) => { f.rank = i; }); // by bytes, largest first
   const total = (name) => (S[name] || []).reduce((a, v) => a + (v || 0), 0);
   const maxOf = (name) => (S[name] || []).reduce((a, v) => (v != null && v > a ? v : a), 0);
   const flowName = (f) => `${f.src} → ${f.dst} ${hex(f.dqp)}`;
@@ -213,7 +214,8 @@
   // chart draws series [{label, data, stroke, scale, ...}] over time in a
   // card. opt: axes (beyond the time axis; default one count axis), scales,
   // fmt (legend values), focus (many lines: no legend table, the nearest
-  // line is named above the chart, keys below), keys, height.
+  // line is named above the chart, keys below), keys, height, draw (a
+  // function of the plot and the chart's div, called after each drawing).
   function chart(parent, id, title, caption, series, opt) {
     opt = opt || {};
     const card = cardFor(parent, title, caption);
@@ -250,7 +252,7 @@
         }, s, { data: undefined, fmt: undefined, _fmt: s.fmt }))),
       axes,
       hooks: {
-        draw: [(u) => { div.dataset.drawn = String(u.series.length - 1); }],
+        draw: [(u) => { if (opt.draw) opt.draw(u, div); div.dataset.drawn = String(u.series.length - 1); }],
         setSeries: focus ? [(u, i) => { focused = i; name(u); }] : [],
         setCursor: focus ? [name] : [],
       },
@@ -351,7 +353,6 @@
 
   function flowCharts(parent) {
     const flows = D.flows; // by bytes, largest first
-    flows.forEach((f, i) => { f.rank = i; });
     const log = { y: { distr: 3 } };
     const rates = flowSeries(flows, 1, true);
     const elephant = D.elephant_rate_bps ? [["elephant rate " + fmtRate(D.elephant_rate_bps), "#c2410c"]] : [];
@@ -450,6 +451,132 @@
     card.append(div);
   }
 
+  // ---- events ------------------------------------------------------------
+
+  // The events of every window, each once (the page merged the windows an
+  // event spans by its id), drawn as bars on a timeline with a lane per
+  // kind, and listed in a table whose flows link to their rows in the flow
+  // table.
+  const kindColour = { incast: palette[3], pfc_storm: palette[4], retransmission: palette[1], ce_without_cnp: palette[5] };
+  let pickFlow = null; // set by the flow table: marks and shows a flow's row
+  const flowAt = new Map(D.flows.map((f) => [`${f.src} ${f.dst} ${f.dqp}`, f]));
+  // eventFlows are the flows an event names: an incast's senders (those
+  // the page kept), or the flow of the others.
+  const eventFlows = (e) => (e.kind === "incast" ? e.senders : e.src != null ? [e] : []);
+  // eventWhat says who an event is about and what happened, in a line.
+  function eventWhat(e) {
+    switch (e.kind) {
+      case "incast":
+        return `→ ${e.dst}: ${fmtInt(e.sender_count)} senders from ${fmtInt(e.sources)} addresses, peak ${fmtRate(e.peak_bps)}, ` +
+          `${fmtBytes(e.bytes)}, CE ${fmtInt(e.ecn_ce)}, CNP ${fmtInt(e.cnp)}`;
+      case "pfc_storm":
+        return `${e.mac} priority ${e.priority}: paused ${fmtNs(e.paused_ns)} (${(100 * e.paused_fraction).toFixed(0)} %), ${fmtInt(e.frames)} frames`;
+      case "retransmission": {
+        const code = e.nak_code != null ? ` (NAK code ${e.nak_code})` : e.rnr_timer != null ? ` (RNR timer ${e.rnr_timer})` : "";
+        return `${e.src} → ${e.dst} QP ${hex(e.dqp)}: ${e.cause}${code}, ${fmtInt(e.resent)} resent after ${fmtNs(e.stall_ns)} stall from PSN ${e.first_psn}`;
+      }
+      case "ce_without_cnp":
+        return `${e.src} → ${e.dst} QP ${hex(e.dqp)}: ${fmtInt(e.ecn_ce)} CE marks and no CNP back; ${fmtInt(e.packets)} packets, ${fmtInt(e.reverse_packets)} back`;
+    }
+    return e.kind;
+  }
+  const eventClock = (ns) => { const d = new Date(Math.floor(ns / 1e6)); return isoDate(d) + " " + clock(d, 0.001); };
+
+  function events(parent) {
+    const kinds = D.event_kinds;
+    const lanes = new Map(kinds.map((k, i) => [k, kinds.length - 1 - i])); // the first kind on top
+    const evs = D.events;
+    const counts = kinds.map((k) => `${fmtInt(evs.filter((e) => e.kind === k).length)} ${k}`).join(", ");
+    const bars = []; // {e, x0, x1, y0, y1} in canvas pixels, as drawn last
+    const first = x[0], last = x[nPoints - 1] + pointSecs; // the last point shown whole
+    const focus = el("div", { class: "focus" });
+    const u = chart(parent, "timeline", "Events",
+      `Every event of the run, each once however many windows it spans, as a bar from its start to its end (at least 3 px wide; the time axis runs to the end of the last window): ${counts}.` +
+      " Hover a bar to name it, click it to find it in the table below.",
+      kinds.map((k) => ({ label: k, data: new Array(nPoints).fill(null), stroke: kindColour[k] || grey, points: { show: false } })),
+      {
+        height: 40 + 28 * kinds.length,
+        scales: Object.assign({ y: { range: () => [0, kinds.length] } }, nPoints ? { x: { time: true, range: () => [first, last] } } : {}),
+        axes: [{
+          font: FONT, size: axisSize, grid: { show: false },
+          splits: () => kinds.map((k, i) => i + 0.5),
+          values: (u, splits) => splits.map((v) => kinds[kinds.length - 1 - Math.floor(v)] || ""),
+        }],
+        draw: (u, div) => {
+          const ctx = u.ctx, b = u.bbox, px = uPlot.pxRatio;
+          const drawn = {};
+          bars.length = 0;
+          ctx.save();
+          ctx.beginPath();
+          ctx.rect(b.left, b.top, b.width, b.height);
+          ctx.clip();
+          for (const e of evs) {
+            let x0 = u.valToPos(e.start_ns / 1e9, "x", true), x1 = u.valToPos(e.end_ns / 1e9, "x", true);
+            if (x1 - x0 < 3 * px) { const c = (x0 + x1) / 2; x0 = c - 1.5 * px; x1 = c + 1.5 * px; }
+            const lane = lanes.get(e.kind);
+            const y0 = u.valToPos(lane + 0.85, "y", true), y1 = u.valToPos(lane + 0.15, "y", true);
+            ctx.fillStyle = kindColour[e.kind] || grey;
+            ctx.fillRect(x0, y0, x1 - x0, y1 - y0);
+            bars.push({ e, x0, x1, y0, y1 });
+            drawn[e.kind] = (drawn[e.kind] || 0) + 1;
+          }
+          ctx.restore();
+          div.dataset.bars = JSON.stringify(drawn);
+        },
+      });
+    u.root.parentNode.parentNode.insertBefore(focus, u.root.parentNode);
+    const at = (ev) => {
+      const r = u.over.getBoundingClientRect(), px = uPlot.pxRatio;
+      const cx = (ev.clientX - r.left) * px + u.bbox.left, cy = (ev.clientY - r.top) * px + u.bbox.top;
+      return bars.find((b) => cx >= b.x0 - 2 * px && cx <= b.x1 + 2 * px && cy >= b.y0 && cy <= b.y1);
+    };
+    u.over.addEventListener("mousemove", (ev) => {
+      const b = at(ev);
+      focus.textContent = b ? `${b.e.kind} from ${eventClock(b.e.start_ns)} for ${fmtNs(b.e.end_ns - b.e.start_ns)}: ${eventWhat(b.e)}` : "";
+    });
+    u.over.addEventListener("click", (ev) => {
+      const b = at(ev);
+      const row = b && document.getElementById("event-" + b.e.id);
+      if (!row) return;
+      document.querySelectorAll("tr.picked[data-event]").forEach((r) => r.classList.remove("picked"));
+      row.classList.add("picked");
+      row.scrollIntoView({ behavior: "smooth", block: "center" });
+    });
+
+    const card = cardFor(parent, "Event list",
+      "The events by start (UTC). An event's figures add up the windows it spans; the flows it names link to their rows in the flow table." +
+      (D.events_refused ? ` The page keeps ${fmtInt(D.max_events)} events: ${fmtInt(D.events_refused)} more were left out.` : "") +
+      (Object.keys(D.events_omitted).length ? " The reports did not list " +
+        Object.entries(D.events_omitted).map(([k, n]) => `${fmtInt(n)} ${k}`).join(", ") + " (--max-events)." : ""));
+    if (!evs.length) {
+      card.append(el("p", { class: "empty", "data-table": "events" }, D.windows ? "No event: nothing went wrong by the rules." : "No window was reported."));
+      return;
+    }
+    const tb = el("tbody");
+    for (const e of evs.slice().sort((a, b) => a.start_ns - b.start_ns || (a.kind < b.kind ? -1 : 1))) {
+      const links = el("td", { class: "text wrap" });
+      const named = eventFlows(e);
+      named.forEach((n, i) => {
+        const f = flowAt.get(`${n.src} ${n.dst} ${n.dqp}`);
+        const name = e.kind === "incast" ? `${n.src} ${hex(n.dqp)}` : hex(n.dqp);
+        if (i > 0) links.append(" ");
+        links.append(f ? el("a", { href: "#flow-" + f.rank, "data-flow": f.rank,
+          onclick: (ev) => { ev.preventDefault(); if (pickFlow) pickFlow(f); } }, name) : el("span", { title: "not among the charted flows" }, name));
+      });
+      if (e.kind === "incast" && e.sender_count > named.length) links.append(` and ${fmtInt(e.sender_count - named.length)} more`);
+      tb.append(el("tr", { id: "event-" + e.id, "data-event": e.id, "data-kind": e.kind },
+        el("td", { class: "text" }, eventClock(e.start_ns)),
+        el("td", {}, fmtNs(e.end_ns - e.start_ns)),
+        el("td", { class: "text" }, el("i", { class: "swatch", style: "background:" + (kindColour[e.kind] || grey) }), e.kind),
+        el("td", { class: "text wrap" }, eventWhat(e) + (e.ongoing ? " — going on at the end of the last window" : "")),
+        el("td", {}, fmtInt(e.windows)),
+        links));
+    }
+    card.append(el("div", { class: "tablewrap" }, el("table", { "data-table": "events" },
+      el("thead", {}, el("tr", {}, ...["start (UTC)", "for", "kind", "what", "windows", "flows"].map((h, i) =>
+        el("th", { class: i === 0 || i === 2 || i >= 3 && i !== 4 ? "text" : "" }, h)))), tb)));
+  }
+
   // ---- flow table --------------------------------------------------------
 
   // parseQP reads a QP as an operator types it: hex with 0x (as Wireshark
@@ -463,7 +590,7 @@
 
   function flowTable(parent) {
     const card = cardFor(parent, "Flows",
-      "Every charted flow; figures add up the windows in which the flow made the top list. Click a column to sort, a row to pick its line in the charts.");
+      "Every charted flow; figures add up the windows that listed the flow (in the top list, or named by an event). Click a column to sort, a row to pick its line in the charts.");
     const cols = [
       ["", (f) => f.rank, (f) => (f.rank < palette.length ? el("i", { class: "swatch", style: "background:" + palette[f.rank] }) : "")],
       ["src", (f) => f.src, null, true],
@@ -487,6 +614,8 @@
     ];
     const rows = D.flows.slice();
     const tb = el("tbody");
+    const search = el("input", { type: "search", class: "filter", placeholder: "QP (0x4bdaaf or 4971183) or address", "aria-label": "filter flows by QP or address",
+      oninput: (e) => { filter = e.target.value; render(); } });
     const heads = cols.map(([name, key, , text], i) => el("th", {
       class: text ? "text" : "",
       onclick: () => sortBy(i),
@@ -504,7 +633,7 @@
       const frag = document.createDocumentFragment();
       for (const f of rows) {
         if (!keep(f)) continue;
-        frag.append(el("tr", { "data-rank": f.rank, onclick: () => pick(f) },
+        frag.append(el("tr", { id: "flow-" + f.rank, "data-rank": f.rank, onclick: () => pick(f) },
           ...cols.map(([, key, show, text]) => el("td", { class: text ? "text" : "" }, show ? show(f) : key(f)))));
       }
       tb.append(frag);
@@ -521,23 +650,26 @@
       });
       render();
     }
-    function pick(f) {
+    // pick marks a flow's row and its line in the rate chart, and shows
+    // the one or the other (scroll: "row" or "chart").
+    function pick(f, scroll) {
       tb.querySelectorAll("tr.picked").forEach((r) => r.classList.remove("picked"));
       const row = tb.querySelector(`tr[data-rank="${f.rank}"]`);
       if (row) row.classList.add("picked");
       const rc = charts.find((c) => c.id === "flowrates");
-      if (rc) {
-        rc.u.setSeries(f.rank + 1, { focus: true });
-        rc.div.scrollIntoView({ behavior: "smooth", block: "center" });
-      }
+      if (rc) rc.u.setSeries(f.rank + 1, { focus: true });
+      const show = scroll === "row" ? row : rc && rc.div;
+      if (show) show.scrollIntoView({ behavior: "smooth", block: "center" });
     }
+    pickFlow = (f) => {
+      if (!keep(f)) { filter = ""; search.value = ""; render(); }
+      pick(f, "row");
+    };
     render();
     if (!D.flows.length) {
       card.append(el("p", { class: "empty" }, "No flow made a top list."));
       return;
     }
-    const search = el("input", { type: "search", class: "filter", placeholder: "QP (0x4bdaaf or 4971183) or address", "aria-label": "filter flows by QP or address",
-      oninput: (e) => { filter = e.target.value; render(); } });
     card.append(el("p", { class: "filterbar" }, el("label", {}, "Filter ", search)),
       el("div", { class: "tablewrap" }, el("table", { "data-table": "flows" }, el("thead", {}, el("tr", {}, ...heads)), tb)));
   }
@@ -549,7 +681,7 @@
   }
 
   // The sections of the page, in order.
-  const sections = [header, empty, traffic, flowCharts, congestion, latency, opcodeMix, flowTable];
+  const sections = [header, empty, events, traffic, flowCharts, congestion, latency, opcodeMix, flowTable];
   for (const section of sections) section(root);
 
   window.addEventListener("resize", () => {
@@ -611,7 +743,7 @@
     else if (D.windows) note("Per-flow figures are exact in every window: the QP tables held every flow.");
     if (D.point_windows > 1) note(`Downsampled: ${fmtInt(nPoints)} points of ${fmtInt(D.point_windows)} windows each (at most ${fmtInt(D.max_points)} per series). Counts are summed over a point's windows; rates, flow counts and latency quantiles show the largest window of the point, and throughput its smallest too.`, true);
     else note("One point per window: nothing is downsampled.");
-    note(`Flows charted: the union of every window's top list, ${fmtInt(D.flows.length)} flows (at most ${fmtInt(D.max_flows)}). A flow's table figures add up the windows in which it made the top list.`);
+    note(`Flows charted: the union of every window's top list and of the flows its events name, ${fmtInt(D.flows.length)} flows (at most ${fmtInt(D.max_flows)}). A flow's table figures add up the windows that listed it.`);
     if (D.flows_evicted || D.flows_refused) note(`The flow cap was reached: ${fmtInt(D.flows_evicted)} times a charted flow made room for a larger one, and ${fmtInt(D.flows_refused)} top-list entries of smaller flows were left out.`, true);
     card.append(notes);
     parent.append(card);
