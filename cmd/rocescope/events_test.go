@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"github.com/google/go-cmp/cmp"
@@ -214,5 +215,67 @@ func TestTableEvents(t *testing.T) {
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("--window %s: event lines (-want +got):\n%s", tc.window, diff)
 		}
+	}
+}
+
+// TestReadmeEventSamples: the README's samples of the events in the table
+// and in CSV are what its commands print for the trace its gen command
+// writes.
+func TestReadmeEventSamples(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes and replays a 19 MB trace")
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// block returns the lines of the indented code block after marker.
+	block := func(marker string) []string {
+		_, after, ok := strings.Cut(string(readme), marker)
+		_, after, ok2 := strings.Cut(after, "  ```\n")
+		body, _, ok3 := strings.Cut(after, "  ```\n")
+		if !ok || !ok2 || !ok3 {
+			t.Fatalf("the README has no sample after %q", marker)
+		}
+		var lines []string
+		for _, l := range strings.Split(strings.TrimSuffix(body, "\n"), "\n") {
+			lines = append(lines, strings.TrimPrefix(l, "  "))
+		}
+		return lines
+	}
+	pcap := filepath.Join(t.TempDir(), "trouble.pcap")
+	mustRunInProcess(t, "gen", "-o", pcap, "--scenario", "all", "--loss", "0", "--rnr", "0", "--snaplen", "128")
+	t.Setenv("COLUMNS", "100")
+	var table []string
+	lines := strings.Split(mustRunInProcess(t, "replay", "--format", "table", pcap), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "! ") || i > 0 && strings.HasPrefix(lines[i-1], "! ") && strings.HasPrefix(l, "    ") {
+			table = append(table, l)
+		}
+	}
+	if diff := cmp.Diff(block("the second with the rest:"), table); diff != "" {
+		t.Errorf("the README's table of events (-README +replay):\n%s", diff)
+	}
+	rows, err := csv.NewReader(strings.NewReader(mustRunInProcess(t, "replay", "--format", "csv", pcap))).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := map[string]int{}
+	for i, name := range rows[0] {
+		col[name] = i
+	}
+	var events []string
+	for _, r := range rows[1:] {
+		if r[0] != "event" {
+			continue
+		}
+		var cells []string
+		for _, name := range []string{"event_kind", "event_start_ns", "ongoing", "src", "dst", "dqp_hex", "mac", "priority", "frames", "cause", "resent", "ecn_ce"} {
+			cells = append(cells, r[col[name]])
+		}
+		events = append(events, strings.Join(cells, ","))
+	}
+	if diff := cmp.Diff(block(`$c["ecn_ce"]}'` + "\n  ```\n"), events); diff != "" {
+		t.Errorf("the README's CSV event rows (-README +replay):\n%s", diff)
 	}
 }
