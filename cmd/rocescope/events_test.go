@@ -270,12 +270,12 @@ func TestReadmeEventSamples(t *testing.T) {
 			continue
 		}
 		var cells []string
-		for _, name := range []string{"event_kind", "event_start_ns", "ongoing", "src", "dst", "dqp_hex", "mac", "priority", "frames", "cause", "resent", "ecn_ce"} {
+		for _, name := range []string{"kind", "start_ns", "ongoing", "src", "dst", "dqp_hex", "mac", "priority", "frames", "cause", "resent", "ecn_ce"} {
 			cells = append(cells, r[col[name]])
 		}
 		events = append(events, strings.Join(cells, ","))
 	}
-	if diff := cmp.Diff(block(`$c["ecn_ce"]}'` + "\n  ```\n"), events); diff != "" {
+	if diff := cmp.Diff(block(`$c["ecn_ce"]}'`+"\n  ```\n"), events); diff != "" {
 		t.Errorf("the README's CSV event rows (-README +replay):\n%s", diff)
 	}
 }

@@ -41,9 +41,9 @@ import (
 //     read_latency_ns and ack_latency_ns; no quantiles when none matched),
 //     and PFC per priority (pfc0_frames, pfc0_quanta, ... pfc7_quanta):
 //     window rows;
-//   - the events' columns (csvEventHead: event_kind, event_id,
-//     event_start_ns, event_end_ns, ongoing, then the kinds' own keys of
-//     the JSON report): event rows.
+//   - the events' columns (csvEventHead: kind, id, start_ns, end_ns,
+//     ongoing, then the kinds' own keys, as in the JSON report and the
+//     ClickHouse events table): event rows.
 //
 // An event row ("event"), one per event of the window, follows the window
 // row, before the flow rows. It names its flow in src, dst, dqp, dqp_hex,
@@ -52,7 +52,7 @@ import (
 // counts of bytes, ecn_ce, cnp and packets in those columns: the
 // senders' in the burst for an incast, the flow's in the window for
 // ce_without_cnp. An event that spans windows has a row, with the same
-// event_id, in each. Cells a row does not have are empty.
+// id, in each. Cells a row does not have are empty.
 type CSV struct {
 	w      io.Writer
 	header bool
@@ -66,9 +66,8 @@ func NewCSV(w io.Writer) *CSV { return &CSV{w: w} }
 const csvFlowHead = "src,dst,dqp,dqp_hex,sqp,sqp_hex,sport,rate_bps,prev_rate_bps,elephant,jitter,estimated"
 
 // csvEventHead are the columns of the events, last in every row: the
-// keys of the JSON report's events, the four every event has prefixed with
-// event_ (the window and flow rows have their own start and kind).
-const csvEventHead = "event_kind,event_id,event_start_ns,event_end_ns,ongoing,sender_count,sources,peak_bps,senders," +
+// keys of the JSON report's events (those the flow columns have not).
+const csvEventHead = "kind,id,start_ns,end_ns,ongoing,sender_count,sources,peak_bps,senders," +
 	"mac,priority,paused_ns,paused_fraction,frames,cause,first_psn,resent,stall_ns,nak_code,rnr_timer,merged,reverse_packets"
 
 // csvNoEvent is the empty event cells of window and flow rows.

@@ -97,7 +97,7 @@ func TestCSVReadsBack(t *testing.T) {
 			}
 		}
 		for i := range r.Events {
-			if row := rows[1+i]; cell(row, "row") != "event" || cell(row, "event_id") != r.Events[i].ID.String() {
+			if row := rows[1+i]; cell(row, "row") != "event" || cell(row, "id") != r.Events[i].ID.String() {
 				t.Errorf("window %d: row %d is not event %s: %q", w.Start, 1+i, r.Events[i].ID, row)
 			}
 		}

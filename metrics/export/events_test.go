@@ -102,7 +102,7 @@ func TestPrometheusEvents(t *testing.T) {
 // event row per event and window, right after the window row, with what
 // the truth injected: the incast's destination and exactly its senders,
 // the storm's MAC, priority and frames (over the two windows it spans,
-// under one event_id), each retransmission's flow, cause, first PSN,
+// under one id), each retransmission's flow, cause, first PSN,
 // resends and stall, and the CE marks of the flow whose receiver sent no
 // CNP.
 func TestCSVEvents(t *testing.T) {
@@ -140,7 +140,7 @@ func TestCSVEvents(t *testing.T) {
 	byKind := func(kind string) []event {
 		var out []event
 		for _, e := range events {
-			if e["event_kind"] == kind {
+			if e["kind"] == kind {
 				out = append(out, e)
 			}
 		}
@@ -187,25 +187,25 @@ func TestCSVEvents(t *testing.T) {
 			for i, e := range got {
 				f, _ := strconv.Atoi(e["frames"])
 				frames += f
-				check("pfc_storm", e, event{"event_id": got[0]["event_id"], "event_start_ns": strconv.FormatInt(te.StartNS, 10),
+				check("pfc_storm", e, event{"id": got[0]["id"], "start_ns": strconv.FormatInt(te.StartNS, 10),
 					"mac": te.MAC, "priority": strconv.Itoa(te.Priority), "ongoing": strconv.FormatBool(i == 0)})
 			}
 			if frames != te.Frames {
 				t.Errorf("pfc_storm: %d frames over its rows, want %d", frames, te.Frames)
 			}
-			if got[1]["event_end_ns"] != strconv.FormatInt(te.EndNS, 10) {
-				t.Errorf("pfc_storm ends at %s, want %d", got[1]["event_end_ns"], te.EndNS)
+			if got[1]["end_ns"] != strconv.FormatInt(te.EndNS, 10) {
+				t.Errorf("pfc_storm ends at %s, want %d", got[1]["end_ns"], te.EndNS)
 			}
 			n += 2
 		case "retransmission":
-			i := slices.IndexFunc(events, func(e event) bool { return e["event_kind"] == te.Kind && e["src"] == te.Flow.Src.String() })
+			i := slices.IndexFunc(events, func(e event) bool { return e["kind"] == te.Kind && e["src"] == te.Flow.Src.String() })
 			if i < 0 {
 				t.Errorf("no row for the %s retransmission of %s", te.Cause, te.Flow.Src)
 				continue
 			}
 			want := flowOf(te.Flow)
 			maps.Copy(want, event{"cause": te.Cause, "first_psn": strconv.FormatUint(uint64(te.FirstPSN), 10), "resent": strconv.Itoa(te.Resent),
-				"stall_ns": strconv.FormatInt(te.StallNS, 10), "event_start_ns": strconv.FormatInt(te.StartNS, 10), "mac": "", "senders": ""})
+				"stall_ns": strconv.FormatInt(te.StallNS, 10), "start_ns": strconv.FormatInt(te.StartNS, 10), "mac": "", "senders": ""})
 			switch te.Cause {
 			case "nak":
 				want["nak_code"] = strconv.Itoa(te.NAKCode)
