@@ -678,6 +678,9 @@ func (s *shard) trackPSN(e *entry, r *FlowRecord, win *Window, ev *event) {
 			r.C[FlowRetransmits]++
 			win.Counters[Retransmits]++
 			s.resent(e, win, ev)
+			if ev.flags&(evReadReq|evAckReq) != 0 {
+				e.await(win, ev, true)
+			}
 			return
 		}
 	}
@@ -704,17 +707,33 @@ func (s *shard) trackPSN(e *entry, r *FlowRecord, win *Window, ev *event) {
 	}
 	e.epsn, e.slack = (ev.psn+n)&psnMask, slack
 	if ev.flags&(evReadReq|evAckReq) != 0 {
-		kind := pendAck
-		if ev.flags&evReadReq != 0 {
-			kind = pendRead
-		}
-		p := &e.pend[e.pendAt]
-		if p.kind == pendRead {
-			win.Counters[ReadLatencyUnmatched]++
-		}
-		*p = pending{t: ev.time, psn: ev.psn, kind: kind}
-		e.pendAt = (e.pendAt + 1) % pendSize
+		e.await(win, ev, false)
 	}
+}
+
+// await remembers request ev as waiting for its answer. A request sent
+// again (resent) is waited for from this, its latest transmission: it
+// replaces the earlier transmission's wait when that is still remembered,
+// so that an answer to the resend is not timed from a lost first copy.
+func (e *entry) await(win *Window, ev *event, resent bool) {
+	kind := pendAck
+	if ev.flags&evReadReq != 0 {
+		kind = pendRead
+	}
+	if resent {
+		for i := range e.pend {
+			if p := &e.pend[i]; p.kind == kind && p.psn == ev.psn {
+				p.t = ev.time
+				return
+			}
+		}
+	}
+	p := &e.pend[e.pendAt]
+	if p.kind == pendRead {
+		win.Counters[ReadLatencyUnmatched]++
+	}
+	*p = pending{t: ev.time, psn: ev.psn, kind: kind}
+	e.pendAt = (e.pendAt + 1) % pendSize
 }
 
 // resent accounts a request frame of e sent again: the first of an episode

@@ -285,3 +285,25 @@ func TestLatencyMatchAddsNoIdleFlow(t *testing.T) {
 		t.Errorf("requester flow READ latency count %d sum %d, want 1 and 500", f.C[FlowReadLatencyCount], f.C[FlowReadLatencySum])
 	}
 }
+
+// TestShardLatencyFromLatestTransmission: a READ request and an ACK-request
+// sent again before their answers are timed from the resend, not from the
+// first copy, which the responder never answered.
+func TestShardLatencyFromLatestTransmission(t *testing.T) {
+	h := newShardHarness(t, 100)
+	h.send(hostA, hostB, qpB, testframes.OpReadRequest, 500, 1000, 0)
+	h.send(hostA, hostB, qpB, testframes.OpReadRequest, 500, 900_000, 0) // sent again
+	h.send(hostB, hostA, qpA, testframes.OpReadOnly, 500, 900_330, 0)    // answers the resend
+	h.send(hostA, hostB, qpB, testframes.OpWriteOnly, 501, 950_000, evAckReq)
+	h.send(hostA, hostB, qpB, testframes.OpWriteOnly, 501, 1_950_000, evAckReq) // sent again
+	h.send(hostB, hostA, qpA, testframes.OpAck, 501, 1_950_200, evAck)
+	w := h.closeAll()
+	f := h.flow(w, hostA, hostB, qpB)
+	got := [4]uint64{f.C[FlowReadLatencyCount], f.C[FlowReadLatencySum], f.C[FlowAckLatencyCount], f.C[FlowAckLatencySum]}
+	if want := [4]uint64{1, 330, 1, 200}; got != want {
+		t.Errorf("READ count, sum, ACK count, sum = %v, want %v", got, want)
+	}
+	if w.ReadLatency.Max() != 330 || w.AckLatency.Max() != 200 {
+		t.Errorf("window READ, ACK latency max = %v, %v; want 330, 200", w.ReadLatency.Max(), w.AckLatency.Max())
+	}
+}
