@@ -17,7 +17,7 @@ import (
 type Config struct {
 	Host         string        // name written into reports and states; default os.Hostname
 	Window       time.Duration // window length; default 1s
-	Lateness     time.Duration // how long a window stays open after its end; default Window/10, at most Window
+	Lateness     time.Duration // how long a window stays open after its end, at most Window; default Window/10, NoLateness for none
 	Workers      int           // worker goroutines; default runtime.NumCPU(); 1 with one source runs everything on the reader
 	TableSize    int           // QP table capacity in flows, over all workers; default 1<<20
 	Top          int           // flows in a report's top list; default 20
@@ -109,8 +109,27 @@ const (
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = errors.New("invalid configuration")
 
-// WithDefaults returns a copy of c with defaults filled in, or an error
-// naming the first invalid field.
+// NoLateness, as Config.Lateness, closes each window at its end: no frame
+// of it is taken later.
+const NoLateness time.Duration = -1
+
+// ConfigError is an invalid field of a [Config] (or of its Rules): its Go
+// name, its value and what it must be. It wraps [ErrConfig].
+type ConfigError struct {
+	Field string // "Window", "ElephantRate", "IncastLoad", ...
+	Value any
+	Want  string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("metrics: %s %v: want %s", e.Field, e.Value, e.Want)
+}
+
+// Unwrap returns ErrConfig.
+func (e *ConfigError) Unwrap() error { return ErrConfig }
+
+// WithDefaults returns a copy of c with defaults filled in for its zero
+// fields, or the error of [Config.Validate] on it.
 func (c *Config) WithDefaults() (Config, error) {
 	var d Config
 	if c != nil {
@@ -119,41 +138,23 @@ func (c *Config) WithDefaults() (Config, error) {
 	if d.Window == 0 {
 		d.Window = DefaultWindow
 	}
-	if d.Window < time.Millisecond {
-		return d, fmt.Errorf("metrics: window %v is below 1ms: %w", d.Window, ErrConfig)
-	}
 	if d.Lateness == 0 {
 		d.Lateness = d.Window / 10
-	}
-	if d.Lateness < 0 || d.Lateness > d.Window {
-		return d, fmt.Errorf("metrics: lateness %v must be between 0 and the window %v: %w", d.Lateness, d.Window, ErrConfig)
 	}
 	if d.Workers == 0 {
 		d.Workers = runtime.NumCPU()
 	}
-	if d.Workers < 1 || d.Workers > 256 {
-		return d, fmt.Errorf("metrics: workers %d must be between 1 and 256: %w", d.Workers, ErrConfig)
-	}
 	if d.TableSize == 0 {
 		d.TableSize = DefaultTableSize
 	}
-	if d.TableSize < d.Workers || d.TableSize > 1<<28 {
-		return d, fmt.Errorf("metrics: table size %d must be between the worker count and 2^28: %w", d.TableSize, ErrConfig)
-	}
 	if d.Top == 0 {
 		d.Top = DefaultTop
-	}
-	if d.Top < 0 {
-		return d, fmt.Errorf("metrics: top %d is negative: %w", d.Top, ErrConfig)
 	}
 	if d.ElephantRate == 0 {
 		d.ElephantRate = DefaultElephantRate
 	}
 	if d.JitterRate == 0 {
 		d.JitterRate = DefaultJitterRate
-	}
-	if !(d.ElephantRate >= 0 && d.JitterRate >= 0) || math.IsInf(d.ElephantRate, 0) || math.IsInf(d.JitterRate, 0) {
-		return d, fmt.Errorf("metrics: elephant and jitter rates must be finite and not negative: %w", ErrConfig)
 	}
 	if d.RoCEPort == 0 {
 		d.RoCEPort = DefaultRoCEPort
@@ -173,9 +174,6 @@ func (c *Config) WithDefaults() (Config, error) {
 	if d.LinkRate == 0 {
 		d.LinkRate = DefaultLinkRate
 	}
-	if !(d.LinkRate > 0) || math.IsInf(d.LinkRate, 0) {
-		return d, fmt.Errorf("metrics: link rate %v must be finite and above 0: %w", d.LinkRate, ErrConfig)
-	}
 	if d.Burst == 0 {
 		// 1ms, or for a window that is no multiple of it the longest of
 		// 100µs, 10µs and 1µs that divides it.
@@ -184,17 +182,70 @@ func (c *Config) WithDefaults() (Config, error) {
 			d.Burst /= 10
 		}
 	}
-	if d.Burst < time.Microsecond || d.Burst > MaxBurst || d.Window%d.Burst != 0 {
-		return d, fmt.Errorf("metrics: burst interval %v must be from 1µs to %v and divide the window %v: %w", d.Burst, MaxBurst, d.Window, ErrConfig)
-	}
-	if d.Window/d.Burst > MaxSlots {
-		return d, fmt.Errorf("metrics: window %v holds more than %d burst intervals of %v: %w", d.Window, MaxSlots, d.Burst, ErrConfig)
-	}
-	return d, d.Rules.withDefaults()
+	d.Rules.withDefaults()
+	return d, d.Validate()
 }
 
-// withDefaults fills in the defaults of r and checks it.
-func (r *Rules) withDefaults() error {
+// Validate reports the first field of c out of its range, as a
+// *[ConfigError]. It takes c as it is: a zero is a value like any other,
+// refused where it means nothing (a zero window, workers, top list, rate
+// or rule), except in the fields whose zero has a meaning of its own:
+// Lateness (Window/10), Host, Seed and the sketch dimensions (their
+// defaults, which [Config.WithDefaults] fills in). The sketch dimensions are
+// checked by [New].
+func (c *Config) Validate() error {
+	bad := func(field string, v any, want string, args ...any) error {
+		return &ConfigError{Field: field, Value: v, Want: fmt.Sprintf(want, args...)}
+	}
+	rate := func(v float64) bool { return v > 0 && !math.IsInf(v, 0) }
+	switch r := &c.Rules; {
+	case c.Window < time.Millisecond:
+		return bad("Window", c.Window, "at least 1ms")
+	case c.Lateness != NoLateness && (c.Lateness < 0 || c.Lateness > c.Window):
+		return bad("Lateness", c.Lateness, "0 to the window (%v)", c.Window)
+	case c.Workers < 1:
+		return bad("Workers", c.Workers, "at least 1")
+	case c.Workers > 256:
+		return bad("Workers", c.Workers, "at most 256")
+	case c.TableSize < c.Workers || c.TableSize > MaxTableSize:
+		return bad("TableSize", c.TableSize, "between the workers (%d) and %d flows", c.Workers, MaxTableSize)
+	case c.Top < 1:
+		return bad("Top", c.Top, "at least 1")
+	case !rate(c.ElephantRate):
+		return bad("ElephantRate", c.ElephantRate, "more than 0 (finite)")
+	case !rate(c.JitterRate):
+		return bad("JitterRate", c.JitterRate, "more than 0 (finite)")
+	case c.RoCEPort == 0:
+		return bad("RoCEPort", c.RoCEPort, "a UDP port from 1 to 65535")
+	case !rate(c.LinkRate):
+		return bad("LinkRate", c.LinkRate, "more than 0 (finite)")
+	case c.Burst < time.Microsecond || c.Burst > MaxBurst || c.Window%c.Burst != 0 || c.Window/c.Burst > MaxSlots:
+		return bad("Burst", c.Burst, "1µs to %v, dividing the window (%v) into at most %d", MaxBurst, c.Window, MaxSlots)
+	case r.IncastSources < 2:
+		return bad("IncastSources", r.IncastSources, "at least 2")
+	case !(r.IncastLoad > 0 && r.IncastLoad <= 1):
+		return bad("IncastLoad", r.IncastLoad, "more than 0, at most 1")
+	case r.StormInterval <= 0:
+		return bad("StormInterval", r.StormInterval, "more than 0")
+	case !(r.StormPaused > 0 && r.StormPaused <= 1):
+		return bad("StormPaused", r.StormPaused, "more than 0, at most 1")
+	case r.RetransResent < 1:
+		return bad("RetransResent", r.RetransResent, "at least 1")
+	case r.RetransStall < 0:
+		return bad("RetransStall", r.RetransStall, "0 or more")
+	case r.CEMarks < 1:
+		return bad("CEMarks", r.CEMarks, "at least 1")
+	case r.MaxEvents < 1:
+		return bad("MaxEvents", r.MaxEvents, "at least 1")
+	}
+	return nil
+}
+
+// MaxTableSize is the largest QP table an engine takes, in flows.
+const MaxTableSize = 1 << 28
+
+// withDefaults fills in the defaults of r.
+func (r *Rules) withDefaults() {
 	if r.IncastSources == 0 {
 		r.IncastSources = DefaultIncastSources
 	}
@@ -216,15 +267,4 @@ func (r *Rules) withDefaults() error {
 	if r.MaxEvents == 0 {
 		r.MaxEvents = DefaultMaxEvents
 	}
-	switch {
-	case r.IncastSources < 2:
-		return fmt.Errorf("metrics: incast sources %d must be at least 2: %w", r.IncastSources, ErrConfig)
-	case !(r.IncastLoad > 0 && r.IncastLoad <= 1), !(r.StormPaused > 0 && r.StormPaused <= 1):
-		return fmt.Errorf("metrics: incast load %v and storm paused fraction %v must be in (0, 1]: %w", r.IncastLoad, r.StormPaused, ErrConfig)
-	case r.StormInterval < 0, r.RetransStall < 0:
-		return fmt.Errorf("metrics: storm interval %v and retransmission stall %v must not be negative: %w", r.StormInterval, r.RetransStall, ErrConfig)
-	case r.RetransResent < 1, r.CEMarks < 1, r.MaxEvents < 1:
-		return fmt.Errorf("metrics: retransmission resent %d, CE marks %d and max events %d must be at least 1: %w", r.RetransResent, r.CEMarks, r.MaxEvents, ErrConfig)
-	}
-	return nil
 }

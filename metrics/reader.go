@@ -80,7 +80,7 @@ func newReader(cfg *Config, out output) *reader {
 		winLen:        int64(cfg.Window),
 		burst:         int64(cfg.Burst),
 		quantumNS:     512 * 1e9 / cfg.LinkRate,
-		lateness:      int64(cfg.Lateness),
+		lateness:      max(int64(cfg.Lateness), 0), // NoLateness is none
 		tracks:        make(map[pauseKey]pauseTrack),
 		high:          noWindow,
 		closedThrough: noWindow,

@@ -109,7 +109,7 @@ frames it removes are counted in filtered. The start-up line says which.
 				if *hostFrames && (*mode == "afpacket" || *mode == "pcap") {
 					return usagef("--xdp-host-frames is about AF_XDP: it does not apply to --mode %s", *mode)
 				}
-				lo := liveOptions{queues: qs, workers: o.workers, all: *all, hostFrames: *hostFrames}
+				lo := liveOptions{queues: qs, workers: o.cfg.Workers, all: *all, hostFrames: *hostFrames}
 				if set != nil && set.Expr != nil && !set.Expr.VLAN() {
 					lo.kernelFilter = set.Expr
 				}

@@ -119,7 +119,7 @@ func TestEventFlagsChecked(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--burst", "3ms"}, "--burst 3ms: want 1µs to 10ms, dividing --window (1s) into at most 65535"},
+		{[]string{"--burst", "3ms"}, "--burst 3ms: want 1µs to 10ms, dividing the window (1s) into at most 65535"},
 		{[]string{"--burst", "10µs"}, "--burst 10µs"},
 		{[]string{"--burst", "20ms", "--window", "1s"}, "--burst 20ms"},
 		{[]string{"--link-rate", "0"}, "--link-rate 0: want more than 0"},

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
@@ -99,42 +100,73 @@ func (p *port) Set(s string) error {
 	return nil
 }
 
+// lateness is the --lateness flag: a duration where 0 means none
+// (metrics.NoLateness), and no value the engine's default, window/10.
+type lateness time.Duration
+
+func (l *lateness) String() string {
+	switch time.Duration(*l) {
+	case 0:
+		return "" // not given: the default, which the usage names
+	case metrics.NoLateness:
+		return "0s"
+	}
+	return time.Duration(*l).String()
+}
+
+func (l *lateness) Type() string { return "duration" }
+
+func (l *lateness) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		return errors.New("want a duration such as 100ms")
+	case d < 0:
+		return errors.New("want 0 or more")
+	case d == 0:
+		d = metrics.NoLateness
+	}
+	*l = lateness(d)
+	return nil
+}
+
 // reportOptions are the flags every command that writes reports shares.
 type reportOptions struct {
-	window       time.Duration
-	lateness     time.Duration
-	top          int
-	elephantRate rate
-	jitterRate   rate
-	workers      int
-	tableSize    int
-	exact        bool
-	summary      bool
-	host         string
-	format       string
-	outputs      []string // -o, each a file, - or a server URL; none means -
-	prometheus   string
-	stateOut     string
-	rocePort     port
-	progress     bool
-	inputs       []string // what the run reads, for reports that name it (html)
-	diagnoses    diagnosisOptions
+	cfg        metrics.Config // the analysis flags, each bound to its field; Live is the command's
+	summary    bool
+	format     string
+	outputs    []string // -o, each a file, - or a server URL; none means -
+	prometheus string
+	stateOut   string
+	progress   bool
+	inputs     []string // what the run reads, for reports that name it (html)
 }
 
-// diagnosisOptions are the flags of the diagnoses (events): the link rate,
-// the burst interval and the rules.
-type diagnosisOptions struct {
-	linkRate rate
-	burst    time.Duration
-	rules    metrics.Rules
-}
-
-// bind registers the diagnosis flags on fs; their usage states each rule.
-func (d *diagnosisOptions) bind(fs *pflag.FlagSet) {
-	d.linkRate = rate(metrics.DefaultLinkRate)
-	r := &d.rules
-	fs.Var(&d.linkRate, "link-rate", "rate of the mirrored links (bits/s): a PFC pause quantum lasts 512 bit times at it, and incasts are measured against it")
-	fs.DurationVar(&d.burst, "burst", metrics.DefaultBurst, "burst interval: the time slot of each flow's activity profile, which incasts are found in (1µs to 10ms, dividing --window)")
+// bind registers the report flags on fs. config is registered by
+// applyConfigFile's caller convention: every command has --config.
+func (o *reportOptions) bind(fs *pflag.FlagSet) {
+	c := &o.cfg
+	c.ElephantRate, c.JitterRate, c.LinkRate = metrics.DefaultElephantRate, metrics.DefaultJitterRate, metrics.DefaultLinkRate
+	c.RoCEPort = metrics.DefaultRoCEPort
+	fs.DurationVar(&c.Window, "window", metrics.DefaultWindow, "window length; windows are aligned to multiples of it since the Unix epoch")
+	fs.Var((*lateness)(&c.Lateness), "lateness", "how long after its end a window still takes late frames, at most --window; 0 closes each window at its end (default window/10)")
+	fs.IntVar(&c.Top, "top", metrics.DefaultTop, "flows in each window's top list (at least 1)")
+	fs.Var((*rate)(&c.ElephantRate), "elephant-rate", "a flow at or above this rate in a window is an elephant (bits/s, above 0; 10M, 2.5G, 400G)")
+	fs.Var((*rate)(&c.JitterRate), "jitter-rate", "an elephant whose rate changes by this much between adjacent windows is a jitter flow (bits/s, above 0)")
+	fs.IntVar(&c.Workers, "workers", runtime.NumCPU(), "worker goroutines (flows are sharded by connection), 1 to 256")
+	fs.IntVar(&c.TableSize, "table-size", metrics.DefaultTableSize, "QP table capacity in flows, from --workers to 268435456; flows beyond it are counted by the sketches only")
+	fs.BoolVar(&c.Exact, "exact", false, "list every flow and print the sketches' measured error next to their estimates")
+	fs.BoolVar(&o.summary, "summary", false, "write one report of the whole run, when it ends, instead of one per window: each counter, of the run and of each flow, is its sum over the windows (jsonl, csv or table)")
+	fs.StringVar(&c.Host, "host", "", "host name written into reports and states: at most 128 bytes, printable, no spaces or commas, not beginning with =, +, - or @ (default: this machine's name)")
+	fs.StringVar(&o.format, "format", "", "format of the file outputs: jsonl, csv, table or html (a self-contained page of charts; needs -o FILE) (default: the file's extension .jsonl, .json, .csv or .html, else table on a terminal and jsonl otherwise)")
+	fs.StringArrayVarP(&o.outputs, "output", "o", nil, "write reports to this file (- is standard output, the default), into ClickHouse (clickhouse://HOST:PORT/DATABASE) or to an IPFIX collector (ipfix://HOST:PORT over UDP, ipfix+tcp://HOST:PORT); repeat for several outputs")
+	fs.StringVar(&o.prometheus, "prometheus", "", "serve current totals on http://ADDR/metrics; \":24791\" binds 127.0.0.1:24791 only, so that the metrics are not exposed by accident; \"0.0.0.0:24791\" serves every interface")
+	fs.StringVar(&o.stateOut, "state-out", "", "write each window's mergeable state to this file, or to one file per window if it is a directory (a path ending in / is created as one), or to Kafka: kafka://BROKER[,BROKER...]/TOPIC")
+	fs.Var((*port)(&c.RoCEPort), "roce-port", "UDP destination port of RoCEv2 (1 to 65535)")
+	fs.BoolVar(&o.progress, "progress", true, "show progress on standard error when it is a terminal")
+	r := &c.Rules
+	fs.Var((*rate)(&c.LinkRate), "link-rate", "rate of the mirrored links (bits/s, above 0): a PFC pause quantum lasts 512 bit times at it, and incasts are measured against it")
+	fs.DurationVar(&c.Burst, "burst", metrics.DefaultBurst, "burst interval: the time slot of each flow's activity profile, which incasts are found in (1µs to 10ms, dividing --window)")
 	fs.IntVar(&r.IncastSources, "incast-sources", metrics.DefaultIncastSources, "incast: at least this many source addresses whose flows to one destination together reach --incast-load of --link-rate within a burst interval")
 	fs.Float64Var(&r.IncastLoad, "incast-load", metrics.DefaultIncastLoad, "incast: the fraction of --link-rate (0 to 1) those flows must reach together over a burst interval")
 	fs.DurationVar(&r.StormInterval, "storm-interval", metrics.DefaultStormInterval, "PFC storm: a priority paused by one source MAC's PFC frames for at least --storm-paused of at least this long")
@@ -143,97 +175,44 @@ func (d *diagnosisOptions) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&r.RetransStall, "retrans-stall", 0, "retransmission: an episode is an event only when it stalled this long, from its trouble (the NAK, or the last frame before the silence) to the first frame sent again")
 	fs.IntVar(&r.CEMarks, "ce-marks", metrics.DefaultCEMarks, "ce_without_cnp: a flow with at least this many CE-marked frames in a window whose receiver, seen in the capture, sent no CNP back")
 	fs.IntVar(&r.MaxEvents, "max-events", metrics.DefaultMaxEvents, "events of each kind a window's report lists at most (the earliest; events_omitted counts the rest)")
-}
-
-// check validates the diagnosis flags against the window length.
-func (d *diagnosisOptions) check(window time.Duration) error {
-	r := &d.rules
-	switch {
-	case !(d.linkRate > 0):
-		return usagef("--link-rate %v: want more than 0", d.linkRate.String())
-	case d.burst < time.Microsecond || d.burst > metrics.MaxBurst || window%d.burst != 0 || window/d.burst > metrics.MaxSlots:
-		return usagef("--burst %v: want 1µs to %v, dividing --window (%v) into at most %d", d.burst, metrics.MaxBurst, window, metrics.MaxSlots)
-	case r.IncastSources < 2:
-		return usagef("--incast-sources %d: want at least 2", r.IncastSources)
-	case !(r.IncastLoad > 0 && r.IncastLoad <= 1):
-		return usagef("--incast-load %v: want more than 0, at most 1", r.IncastLoad)
-	case r.StormInterval <= 0:
-		return usagef("--storm-interval %v: want more than 0", r.StormInterval)
-	case !(r.StormPaused > 0 && r.StormPaused <= 1):
-		return usagef("--storm-paused %v: want more than 0, at most 1", r.StormPaused)
-	case r.RetransResent < 1, r.CEMarks < 1, r.MaxEvents < 1:
-		return usagef("--retrans-resent %d, --ce-marks %d, --max-events %d: want at least 1", r.RetransResent, r.CEMarks, r.MaxEvents)
-	case r.RetransStall < 0:
-		return usagef("--retrans-stall %v: want 0 or more", r.RetransStall)
-	}
-	return nil
-}
-
-// bind registers the report flags on fs. config is registered by
-// applyConfigFile's caller convention: every command has --config.
-func (o *reportOptions) bind(fs *pflag.FlagSet) {
-	o.elephantRate = rate(metrics.DefaultElephantRate)
-	o.jitterRate = rate(metrics.DefaultJitterRate)
-	fs.DurationVar(&o.window, "window", metrics.DefaultWindow, "window length; windows are aligned to multiples of it since the Unix epoch")
-	fs.DurationVar(&o.lateness, "lateness", 0, "how long after its end a window still takes late frames (default window/10)")
-	fs.IntVar(&o.top, "top", metrics.DefaultTop, "flows in each window's top list (at least 1)")
-	fs.Var(&o.elephantRate, "elephant-rate", "a flow at or above this rate in a window is an elephant (bits/s; 10M, 2.5G, 400G)")
-	fs.Var(&o.jitterRate, "jitter-rate", "an elephant whose rate changes by this much between adjacent windows is a jitter flow (bits/s)")
-	fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "worker goroutines (flows are sharded by connection)")
-	fs.IntVar(&o.tableSize, "table-size", metrics.DefaultTableSize, "QP table capacity in flows, from --workers to 268435456; flows beyond it are counted by the sketches only")
-	fs.BoolVar(&o.exact, "exact", false, "list every flow and print the sketches' measured error next to their estimates")
-	fs.BoolVar(&o.summary, "summary", false, "write one report of the whole run, when it ends, instead of one per window: each counter, of the run and of each flow, is its sum over the windows (jsonl, csv or table)")
-	fs.StringVar(&o.host, "host", "", "host name written into reports and states: at most 128 bytes, printable, no spaces or commas, not beginning with =, +, - or @ (default: this machine's name)")
-	fs.StringVar(&o.format, "format", "", "format of the file outputs: jsonl, csv, table or html (a self-contained page of charts; needs -o FILE) (default: the file's extension .jsonl, .json, .csv or .html, else table on a terminal and jsonl otherwise)")
-	fs.StringArrayVarP(&o.outputs, "output", "o", nil, "write reports to this file (- is standard output, the default), into ClickHouse (clickhouse://HOST:PORT/DATABASE) or to an IPFIX collector (ipfix://HOST:PORT over UDP, ipfix+tcp://HOST:PORT); repeat for several outputs")
-	fs.StringVar(&o.prometheus, "prometheus", "", "serve current totals on http://ADDR/metrics; \":24791\" binds 127.0.0.1:24791 only, so that the metrics are not exposed by accident; \"0.0.0.0:24791\" serves every interface")
-	fs.StringVar(&o.stateOut, "state-out", "", "write each window's mergeable state to this file, or to one file per window if it is a directory (a path ending in / is created as one), or to Kafka: kafka://BROKER[,BROKER...]/TOPIC")
-	o.rocePort = metrics.DefaultRoCEPort
-	fs.Var(&o.rocePort, "roce-port", "UDP destination port of RoCEv2 (1 to 65535)")
-	fs.BoolVar(&o.progress, "progress", true, "show progress on standard error when it is a terminal")
-	o.diagnoses.bind(fs)
 	fs.String("config", "", "read flag values from this YAML file (keys are flag names; flags on the command line win)")
 }
 
-// maxTableSize is the largest QP table the engine takes (2^28 flows).
-const maxTableSize = 1 << 28
-
-// config returns the engine configuration the flags describe.
+// config returns the engine configuration the flags describe, validated
+// by metrics.Config: an invalid field is a usage error naming its flag.
 func (o *reportOptions) config(live bool) (*metrics.Config, error) {
-	if o.workers < 1 {
-		return nil, usagef("--workers %d: want at least 1", o.workers)
+	c := o.cfg
+	c.Live = live
+	if err := c.Validate(); err != nil {
+		var ce *metrics.ConfigError
+		if !errors.As(err, &ce) {
+			return nil, err
+		}
+		v := ce.Value
+		if f, ok := v.(float64); ok && strings.HasSuffix(ce.Field, "Rate") {
+			v = formatRate(f)
+		}
+		return nil, usagef("--%s %v: want %s", flagName(ce.Field), v, ce.Want)
 	}
-	if o.top < 1 {
-		return nil, usagef("--top %d: want at least 1", o.top)
+	return &c, nil
+}
+
+// flagName returns the flag of a metrics.Config field: its Go name in
+// lower case, words joined by hyphens (TableSize: table-size, CEMarks:
+// ce-marks, RoCEPort: roce-port).
+func flagName(field string) string {
+	if field == "RoCEPort" {
+		return "roce-port"
 	}
-	if o.tableSize < o.workers || o.tableSize > maxTableSize {
-		return nil, usagef("--table-size %d: want between --workers (%d) and %d flows", o.tableSize, o.workers, maxTableSize)
+	var b strings.Builder
+	for i, r := range field {
+		lower := unicode.ToLower(r)
+		if i > 0 && r != lower && (unicode.IsLower(rune(field[i-1])) || i+1 < len(field) && unicode.IsLower(rune(field[i+1]))) {
+			b.WriteByte('-')
+		}
+		b.WriteRune(lower)
 	}
-	if o.window < time.Millisecond {
-		return nil, usagef("--window %v: want at least 1ms", o.window)
-	}
-	if o.lateness < 0 || o.lateness > o.window {
-		return nil, usagef("--lateness %v: want between 0 and the window (%v)", o.lateness, o.window)
-	}
-	if err := o.diagnoses.check(o.window); err != nil {
-		return nil, err
-	}
-	return &metrics.Config{
-		Host:         o.host,
-		Window:       o.window,
-		Lateness:     o.lateness,
-		Workers:      o.workers,
-		TableSize:    o.tableSize,
-		Top:          o.top,
-		ElephantRate: float64(o.elephantRate),
-		JitterRate:   float64(o.jitterRate),
-		RoCEPort:     uint16(o.rocePort),
-		Exact:        o.exact,
-		Live:         live,
-		LinkRate:     float64(o.diagnoses.linkRate),
-		Burst:        o.diagnoses.burst,
-		Rules:        o.diagnoses.rules,
-	}, nil
+	return b.String()
 }
 
 // check validates the flags before any input is opened, so that a mistake
@@ -242,7 +221,7 @@ func (o *reportOptions) check() error {
 	if _, err := o.config(false); err != nil {
 		return err
 	}
-	if err := checkHost(o.host); err != nil {
+	if err := checkHost(o.cfg.Host); err != nil {
 		return err
 	}
 	if err := o.checkSummary(); err != nil {
@@ -367,7 +346,7 @@ func (o *reportOptions) openOutput(e *env, out output) (export.Sink, func() erro
 	case clickhouse.IsURL(out.dest):
 		return clickhouseSink(out.dest, e.stderr)
 	case ipfix.IsURL(out.dest):
-		return ipfixSink(out.dest, e.stderr, uint16(o.rocePort))
+		return ipfixSink(out.dest, e.stderr, o.cfg.RoCEPort)
 	case out.format == "html":
 		return o.htmlSink(out.dest)
 	}
@@ -395,7 +374,7 @@ func (o *reportOptions) openOutput(e *env, out output) (export.Sink, func() erro
 	case "csv":
 		s = export.NewCSV(w)
 	case "table":
-		s = export.NewTable(w, &export.TableOptions{Width: tableWidth(w), ElephantRate: float64(o.elephantRate), JitterRate: float64(o.jitterRate)})
+		s = export.NewTable(w, &export.TableOptions{Width: tableWidth(w), ElephantRate: o.cfg.ElephantRate, JitterRate: o.cfg.JitterRate})
 	}
 	return s, func() error { return errors.Join(s.Flush(), closeFn()) }, nil
 }

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/rocescope/rocescope/capture/file"
+	"github.com/rocescope/rocescope/internal/testframes"
 )
 
 // TestPlainMessages runs command lines that are wrong or name a wrong input
@@ -30,9 +34,9 @@ func TestPlainMessages(t *testing.T) {
 		{[]string{"replay", "--top", "0", demo}, 2,
 			"rocescope replay: --top 0: want at least 1 (see rocescope replay --help)\n"},
 		{[]string{"replay", "--workers", "2", "--table-size", "-1", demo}, 2,
-			"rocescope replay: --table-size -1: want between --workers (2) and 268435456 flows (see rocescope replay --help)\n"},
+			"rocescope replay: --table-size -1: want between the workers (2) and 268435456 flows (see rocescope replay --help)\n"},
 		{[]string{"replay", "--workers", "2", "--table-size", "1", demo}, 2,
-			"rocescope replay: --table-size 1: want between --workers (2) and 268435456 flows (see rocescope replay --help)\n"},
+			"rocescope replay: --table-size 1: want between the workers (2) and 268435456 flows (see rocescope replay --help)\n"},
 		{[]string{"capture", "-i", "nonexist0"}, 1, "rocescope capture: interface nonexist0 not found\n"},
 		{[]string{"capture", "-i", "nonexist0", "--mode", "afpacket"}, 1, "rocescope capture: interface nonexist0 not found\n"},
 	} {
@@ -73,6 +77,54 @@ func TestMergeHelpListsItsFlags(t *testing.T) {
 	for _, f := range []string{"--top", "--elephant-rate", "--jitter-rate", "--exact", "--format", "--output", "--config", "--follow", "--hosts", "--timeout", "--poll", "--group"} {
 		if !listed(f) {
 			t.Errorf("merge --help does not list %s", f)
+		}
+	}
+}
+
+// TestExplicitZeros: --lateness 0 closes each window at its end, so that a
+// frame of window 0 that comes after one 20ms past its end is late (with
+// the default lateness, window/10, it is not); --elephant-rate 0 and
+// --jitter-rate 0 mean nothing and are refused, naming the flag.
+func TestExplicitZeros(t *testing.T) {
+	pcap := filepath.Join(t.TempDir(), "late.pcap")
+	f, err := os.Create(pcap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := file.NewWriter(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := testframes.Trace().Frames[0]
+	for _, at := range []int64{500e6, 1020e6, 970e6} { // the last, of window 0, comes 20ms after its end
+		if err := w.WriteFrame(testframes.Epoch+at, frame.Data, int(frame.OrigLen)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := errors.Join(w.Flush(), f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		lateness string
+		late     int
+	}{{"", 0}, {"0", 1}, {"0s", 1}, {"10ms", 1}, {"100ms", 0}} {
+		args := []string{"replay", "--format", "jsonl", "--workers", "1", "--host", "h", pcap}
+		if tc.lateness != "" {
+			args = append(args, "--lateness", tc.lateness)
+		}
+		code, out, stderr := runCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, stderr)
+		}
+		late := strings.Count(out, `"late_packets":1,`)
+		if late != tc.late || strings.Count(out, `"late_packets":0,`) != 2-tc.late {
+			t.Errorf("--lateness %q: %d windows with a late frame, want %d:\n%s", tc.lateness, late, tc.late, out)
+		}
+	}
+	for _, flag := range []string{"--elephant-rate", "--jitter-rate"} {
+		code, _, stderr := runCLI(t, "replay", flag, "0", pcap)
+		if want := "rocescope replay: " + flag + " 0: want more than 0 (finite) (see rocescope replay --help)\n"; code != 2 || stderr != want {
+			t.Errorf("%s 0: exit %d, stderr %q; want 2 and %q", flag, code, stderr, want)
 		}
 	}
 }

@@ -10,8 +10,8 @@ import (
 func (o *reportOptions) htmlSink(path string) (export.Sink, func() error, error) {
 	f, err := html.NewFile(path, &html.Options{
 		Inputs:       o.inputs,
-		ElephantRate: float64(o.elephantRate),
-		JitterRate:   float64(o.jitterRate),
+		ElephantRate: o.cfg.ElephantRate,
+		JitterRate:   o.cfg.JitterRate,
 	})
 	if err != nil {
 		return nil, nil, err

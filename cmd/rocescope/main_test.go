@@ -442,7 +442,7 @@ func TestLiveRunEndsCleanly(t *testing.T) {
 		fs := pflag.NewFlagSet("capture", pflag.ContinueOnError)
 		var o reportOptions
 		o.bind(fs)
-		o.format, o.window = "jsonl", 10*time.Millisecond
+		o.format, o.cfg.Window = "jsonl", 10*time.Millisecond
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		a := &analysis{opts: &o, live: true}
 		err := a.run(ctx, &env{stdout: out, stderr: io.Discard}, []capture.Source{&quietSource{frame: frame}})

@@ -106,7 +106,7 @@ func TestRunEndsWithALine(t *testing.T) {
 func TestCaptureEndsWithALine(t *testing.T) {
 	for _, summary := range []bool{false, true} {
 		o := testOptions(t)
-		o.format, o.window, o.summary = "jsonl", 10*time.Millisecond, summary
+		o.format, o.cfg.Window, o.summary = "jsonl", 10*time.Millisecond, summary
 		var stdout, stderr strings.Builder
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		a := &analysis{opts: o, live: true}

@@ -51,7 +51,7 @@ func testOptions(t *testing.T) *reportOptions {
 	t.Helper()
 	var o reportOptions
 	o.bind(pflag.NewFlagSet("test", pflag.ContinueOnError))
-	o.workers, o.host = 1, "h"
+	o.cfg.Workers, o.cfg.Host = 1, "h"
 	return &o
 }
 
