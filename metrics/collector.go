@@ -77,8 +77,13 @@ func (c *collector) shardWindow(w *Window) {
 		p.w = w
 		return
 	}
-	// Shards hold disjoint connections.
-	if err := p.w.mergeDisjoint(w); err != nil {
+	// Shards hold disjoint connections; a shard's late part may hold
+	// the flows of its first part again.
+	merge := p.w.mergeDisjoint
+	if w.late || p.w.late {
+		merge = p.w.Merge
+	}
+	if err := merge(w); err != nil {
 		c.fail(err)
 	}
 	c.pool.put(w)

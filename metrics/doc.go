@@ -56,7 +56,11 @@
 //     w are then handled, since a reader's events precede its mark. It
 //     moves the counters still in its entries into w's flow list, feeds the
 //     flow records to the window's sketches, hands w to the collector and
-//     tells it its own mark.
+//     tells it its own mark. A shard keeps two windows open in a ring; when
+//     a reader lags the others by more than a window, its frames of a
+//     window the ring closed count in a late part of that window, which
+//     closes with its mark and which the collector merges in: every figure
+//     of a frame is in the window its reader counted it in.
 //  3. The collector emits w once every reader and every shard marked it
 //     closed: the first shard window becomes the host's window, the others
 //     merge into it (Window.Merge; shards hold disjoint flows), the readers'

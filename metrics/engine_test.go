@@ -626,3 +626,77 @@ func TestEngineTinyWindowsReuseWindows(t *testing.T) {
 	}
 	t.Logf("%d windows emitted, %d made", windows, made)
 }
+
+// gatedSource is a testframes.Source whose first Next waits for open.
+type gatedSource struct {
+	testframes.Source
+	open <-chan struct{}
+}
+
+func (s *gatedSource) Next(b *capture.Batch) error {
+	<-s.open
+	return s.Source.Next(b)
+}
+
+// closingSource closes done when its frames are all delivered.
+type closingSource struct {
+	testframes.Source
+	done chan struct{}
+}
+
+func (s *closingSource) Next(b *capture.Batch) error {
+	err := s.Source.Next(b)
+	if err == io.EOF && s.done != nil {
+		close(s.done)
+		s.done = nil
+	}
+	return err
+}
+
+// TestEngineLaggingReaderOneWindow: two sources of one flow, a frame every
+// 10 ms over 3 s, whose clocks differ by 0.9 s; the one behind is read
+// after the other ended, so that the shard's ring has moved on from its
+// windows. Every figure of each of its frames is in the window its reader
+// counted it in: per window the flow's packets and bytes, its Count-Min
+// estimate and the packets and bytes the readers counted agree, and none
+// is late.
+func TestEngineLaggingReaderOneWindow(t *testing.T) {
+	base := testframes.Trace().Frames[0]
+	frames := func(from int64) []capture.Frame {
+		fs := make([]capture.Frame, 300)
+		for i := range fs {
+			fs[i] = base
+			fs[i].Time = from + int64(i)*10*int64(time.Millisecond)
+		}
+		return fs
+	}
+	ahead := &closingSource{Source: testframes.Source{Frames: frames(testframes.Epoch), Per: 16}, done: make(chan struct{})}
+	behind := &gatedSource{Source: testframes.Source{Frames: frames(testframes.Epoch - 900*int64(time.Millisecond)), Per: 16}, open: ahead.done}
+	wins := runEngine(t, &Config{Workers: 1, Host: "h"}, ahead, behind)
+	sec := int64(time.Second)
+	want := map[int64]uint64{-1: 90, 0: 200, 1: 200, 2: 110} // packets per window, by hand
+	got := map[int64]uint64{}
+	for _, w := range wins {
+		i := (w.Start - testframes.Epoch) / sec
+		got[i] = w.Counters[Packets]
+		var packets, bytes uint64
+		for _, f := range w.Flows {
+			packets += f.C[FlowPackets]
+			bytes += f.C[FlowBytes]
+		}
+		if packets != w.Counters[Packets] || bytes != w.Counters[Bytes] || w.Counters[LatePackets] != 0 {
+			t.Errorf("window %d: flows hold %d packets, %d bytes; the readers counted %d, %d; %d late",
+				i, packets, bytes, w.Counters[Packets], w.Counters[Bytes], w.Counters[LatePackets])
+		}
+		if len(w.Flows) != 1 {
+			t.Errorf("window %d: %d flow records, want 1", i, len(w.Flows))
+			continue
+		}
+		if est := w.FlowBytes.Estimate(w.Flows[0].Hash()); est != bytes {
+			t.Errorf("window %d: Count-Min estimates %d bytes for the flow, want %d", i, est, bytes)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("packets per window (-want +got):\n%s", diff)
+	}
+}

@@ -163,6 +163,7 @@ type shard struct {
 	tab    *table
 	conns  map[connKey]int32 // (src, dst, sport) → first flow seen with them, for pairing directions
 	open   [2]*Window        // open windows by parity of their index
+	late   []*Window         // late parts of windows the ring closed, for a lagging reader (lateWindow)
 	high   int64             // newest window index opened
 	active [2][]int32        // slab positions of the flows whose counters are in the open window of each parity
 	warm   uint64            // sink of handleBatch's prefetching loads, so they are not optimized away
@@ -193,6 +194,8 @@ func (s *shard) reset() {
 	s.tab.reset()
 	clear(s.conns)
 	s.open = [2]*Window{}
+	clear(s.late)
+	s.late = s.late[:0]
 	s.high = noWindow
 	s.active[0], s.active[1] = s.active[0][:0], s.active[1][:0]
 	s.closed = s.closed[:0]
@@ -200,10 +203,12 @@ func (s *shard) reset() {
 
 // window returns the open window for index w, opening it (and closing the
 // windows too old to stay open beside it when w is new) when it is the
-// newest or the one before. A frame older than every open window is
-// counted in the oldest open one. With one reader the reader's close marks
-// keep at most two windows open and this only opens; with several readers
-// it is what bounds the open windows to two.
+// newest or the one before. With one reader the reader's close marks keep
+// at most two windows open and this only opens; with several readers it is
+// what bounds the ring to two windows, and a frame of a reader that lags
+// the others by more than a window counts in a late part of its window
+// (lateWindow): every figure of a frame is in the window its reader
+// counted it in.
 func (s *shard) window(w int64) *Window {
 	if w > s.high {
 		s.closeThrough(w - 2)
@@ -219,15 +224,26 @@ func (s *shard) window(w int64) *Window {
 		// marks), so it opens, as in the reader.
 		return s.openWindow(w)
 	}
-	win := s.oldest()
-	if win == nil {
-		// Every window was closed (a reader fell more than a window
-		// behind the others): open this one again; the collector merges
-		// it as a late part of that window, which is reported again.
-		win = s.pool.get(w)
-		s.open[w&1] = win
+	return s.lateWindow(w)
+}
+
+// lateWindow returns the late part of window w, which the ring closed
+// already for the frames of faster readers, opening it if need be. The
+// collector has not emitted w: it waits for the lagging reader's mark,
+// which follows the reader's frames of w, and for this shard's, which
+// follows the late part. It merges the part into w as one that may hold
+// the flows of the first part again. Late parts close with the ring
+// (closeThrough); their flows count in their flow lists directly, never
+// in the table's entries, whose counters are those of a ring window.
+func (s *shard) lateWindow(w int64) *Window {
+	for _, win := range s.late {
+		if win.Index() == w {
+			return win
+		}
 	}
-	win.Counters[LatePackets]++
+	win := s.pool.get(w)
+	win.late = true
+	s.late = append(s.late, win)
 	return win
 }
 
@@ -251,8 +267,19 @@ func (s *shard) oldest() *Window {
 	return a
 }
 
-// closeThrough closes every open window with index ≤ w, oldest first.
+// closeThrough closes every open window with index ≤ w, oldest first,
+// after the late parts with index ≤ w.
 func (s *shard) closeThrough(w int64) {
+	late := s.late[:0]
+	for _, win := range s.late {
+		if win.Index() > w {
+			late = append(late, win)
+			continue
+		}
+		s.flush(-1, win)
+	}
+	clear(s.late[len(late):])
+	s.late = late
 	for {
 		win := s.oldest()
 		if win == nil || win.Index() > w {
@@ -266,15 +293,17 @@ func (s *shard) closeThrough(w int64) {
 
 // flush copies into the window of parity p the counters of the flows still
 // counting in it, feeds every flow record of the window to its sketches,
-// and hands win over.
+// and hands win over. A late part (p < 0) has every record in its list.
 func (s *shard) flush(p int64, win *Window) {
 	w := win.Index()
-	for _, idx := range s.active[p] {
-		if e := s.tab.at(idx); e.win == w {
-			s.materialize(e, win)
+	if p >= 0 {
+		for _, idx := range s.active[p] {
+			if e := s.tab.at(idx); e.win == w {
+				s.materialize(e, win)
+			}
 		}
+		s.active[p] = s.active[p][:0]
 	}
-	s.active[p] = s.active[p][:0]
 	for i := range win.Flows {
 		f := &win.Flows[i]
 		win.Distinct.Insert(f.hash)
@@ -530,15 +559,16 @@ func countFlags(r *FlowRecord, f uint16) {
 // counters returns where the frame of entry e (at slab position idx) in the
 // open window win counts: e's own counters when they are win's, else e's
 // record in win's flow list (a late frame of a flow that moved on), which
-// is made when the flow has none there yet. A flow's first frame in a newer
-// window moves the counters of its previous window into that window's flow
-// list first. The pointer is valid until the next call.
+// is made when the flow has none there yet; in a late part, always the
+// record. A flow's first frame in a newer window moves the counters of its
+// previous window into that window's flow list first. The pointer is valid
+// until the next call.
 func (s *shard) counters(idx int32, e *entry, win *Window) *FlowRecord {
 	w := win.Index()
 	switch {
 	case e.win == w:
 		return &e.rec
-	case e.win < w:
+	case e.win < w && !win.late:
 		if e.win != noWindow {
 			s.materialize(e, s.open[e.win&1])
 		}

@@ -61,6 +61,7 @@ type Window struct {
 	AckLatency   *sketch.Quantile      // AckReq request → ACK, ns
 	sketchConfig sketchConfig
 	order        flowOrder // scratch space of Normalize
+	late         bool      // a shard's late part of a window it closed before (shard.lateWindow)
 }
 
 // CMMessage is what a connection management MAD tells about a connection:
@@ -134,6 +135,7 @@ func (w *Window) reset(start, length int64) {
 	// Segment is left: the engine sets it on every window it emits.
 	w.Start, w.Length = start, length
 	w.From, w.To = start, start
+	w.late = false
 	w.Hosts = w.Hosts[:0]
 	w.Counters = Counters{}
 	w.Flows = w.Flows[:0]
