@@ -71,10 +71,12 @@
 //     empty.
 //
 // A frame older than the oldest open window is counted late in it. A run of
-// them (a clock stepped back) ends the segment: every window is emitted as
+// them (a clock stepped back) ends the segment: the reader holds the run
+// until it is long enough to confirm the step, every window is emitted as
 // at the end of the input, and the readers, tables and collector start
-// again at the new time, in the next segment (Window.Segment), whose
-// windows may start where windows of the earlier one did. A frame far ahead
+// again at the new time with the run's frames, in the next segment
+// (Window.Segment), whose windows may start where windows of the earlier
+// one did. A frame far ahead
 // of the clock is held in the newest window until enough frames confirm
 // the jump (see TimeJumps).
 //

@@ -153,8 +153,9 @@ func (e *Engine) Run(ctx context.Context, sources []capture.Source, emit func(*W
 type feed struct {
 	src  capture.Source
 	b    *capture.Batch
-	next int   // frames of b before next are accounted
-	err  error // what the Next that filled b returned
+	next int        // frames of b before next are accounted
+	err  error      // what the Next that filled b returned
+	held heldFrames // the frames that confirmed a step back, for the next segment
 }
 
 // clockStep is what read returns when its reader confirmed a step back of
@@ -256,21 +257,44 @@ func (e *Engine) shard(k int) *shard {
 }
 
 // read feeds the frames of f to r until its source ends, or r sees the
-// clock step back (a *clockStep; the frames left in f's batch are for the
-// next segment). A live capture hands its events on after each batch of
-// the source, and moves the clock.
+// clock step back (a *clockStep; the frames that confirmed it and those
+// left in f's batch are for the next segment). A live capture hands its
+// events on after each batch of the source, and moves the clock.
 func (e *Engine) read(ctx context.Context, f *feed, r *reader) error {
 	r.stats = f.src.Stats
 	if e.cfg.Live {
 		r.startLive(time.Now().UnixNano())
 	}
+	if len(f.held.frames) > 0 {
+		// The frames that confirmed a step back of the clock begin the
+		// segment; the first of them is its time jump.
+		r.stepIn = true
+		for i := range f.held.frames {
+			r.frame(&f.held.frames[i])
+		}
+		f.held.reset()
+	}
+	err := e.readFeed(ctx, f, r)
+	if r.stepped {
+		f.held, r.behind = r.behind, f.held
+		return &clockStep{}
+	}
+	if len(r.behind.frames) > 0 {
+		r.releaseBehind() // the input ended with late frames
+	}
+	return err
+}
+
+// readFeed feeds the frames of f to r until its source ends or fails, ctx
+// is done, or r sees the clock step back.
+func (e *Engine) readFeed(ctx context.Context, f *feed, r *reader) error {
 	b := f.b
 	for {
 		for ; f.next < len(b.Frames); f.next++ {
 			r.frame(&b.Frames[f.next])
 			if r.stepped {
 				f.next++
-				return &clockStep{}
+				return nil
 			}
 		}
 		if e.cfg.Live {

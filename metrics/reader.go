@@ -35,18 +35,19 @@ type reader struct {
 	burstInv      uint64  // ceil(2^64 / burst): slot divides by multiplying with it
 	quantumNS     float64 // ns a PFC pause quantum lasts
 	lateness      int64
-	started       bool  // the clock is set: a frame arrived, or a live capture started
-	maxT          int64 // the clock: the newest frame time (or wall-clock time, live), when started
-	first         int64 // the clock when it was set: where the input's coverage begins
-	closeAt       int64 // maxT at which the oldest open window closes
-	high          int64 // newest window index opened
-	closedThrough int64 // every window ≤ this is closed
-	live          bool  // windows close by the clock too: report idle ones
-	minIdx        int64 // first window index with a representable start
-	maxIdx        int64 // last window index with a representable end
-	jumps         int   // frames in a row far ahead of maxT, held back
-	behind        int   // frames in a row older than every window still open
-	stepped       bool  // behind reached jumpConfirm: the clock stepped back
+	started       bool       // the clock is set: a frame arrived, or a live capture started
+	maxT          int64      // the clock: the newest frame time (or wall-clock time, live), when started
+	first         int64      // the clock when it was set: where the input's coverage begins
+	closeAt       int64      // maxT at which the oldest open window closes
+	high          int64      // newest window index opened
+	closedThrough int64      // every window ≤ this is closed
+	live          bool       // windows close by the clock too: report idle ones
+	minIdx        int64      // first window index with a representable start
+	maxIdx        int64      // last window index with a representable end
+	jumps         int        // frames in a row far ahead of maxT, held back
+	stepped       bool       // jumpConfirm frames in a row were behind: the clock stepped back
+	stepIn        bool       // the input's first frame follows a step back: a time jump
+	behind        heldFrames // frames in a row older than every window still open, not yet accounted
 	open          [2]*readerWindow
 	tracks        map[pauseKey]pauseTrack // PFC pauses per source MAC and priority
 
@@ -136,12 +137,38 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-// frame accounts one frame.
+// frame accounts one frame. A frame older than every window still open is
+// held, with those in a row after it: either a frame that is not follows
+// and they are accounted as late before it, or jumpConfirm of them confirm
+// a step back of the clock (stepped) and they go to the next segment.
 func (r *reader) frame(f *capture.Frame) {
-	t, jumped, past := f.Time, false, false
+	if r.started && f.Time <= r.maxT && r.isBehind(r.index(f.Time)) {
+		r.jumps = 0
+		r.behind.add(f)
+		r.stepped = len(r.behind.frames) >= jumpConfirm
+		return
+	}
+	if len(r.behind.frames) > 0 {
+		r.releaseBehind()
+	}
+	r.account(f)
+}
+
+// releaseBehind accounts the frames held as behind: late, as a step back
+// of the clock was not confirmed.
+func (r *reader) releaseBehind() {
+	for i := range r.behind.frames {
+		r.account(&r.behind.frames[i])
+	}
+	r.behind.reset()
+}
+
+// account counts a frame in its window.
+func (r *reader) account(f *capture.Frame) {
+	t, jumped := f.Time, false
 	switch {
 	case r.started && t <= r.maxT:
-		r.jumps, past = 0, true
+		r.jumps = 0
 	case r.started && t > r.maxT+maxTimeJump && r.maxT < math.MaxInt64-maxTimeJump && r.jumps < jumpConfirm:
 		// Far ahead of every frame so far: a damaged timestamp would
 		// close every window before it, so the frame counts in the
@@ -152,15 +179,13 @@ func (r *reader) frame(f *capture.Frame) {
 		r.jumps = 0
 		r.advance(t)
 	}
-	w := r.index(t)
-	if !past || !r.isBehind(w) {
-		r.behind = 0
-	} else if r.behind++; r.behind >= jumpConfirm {
-		r.stepped = true
+	if r.stepIn {
+		jumped, r.stepIn = true, false
 	}
+	w := r.index(t)
 	rw := r.window(w)
 	c := &rw.counters
-	if jumped || r.stepped {
+	if jumped {
 		c[TimeJumps]++
 	}
 	c[Packets]++
@@ -292,6 +317,27 @@ func (r *reader) roce(rw *readerWindow, f *capture.Frame, t int64) {
 			LocalCommID: p.CM.LocalCommID, RemoteCommID: p.CM.RemoteCommID, LocalQPN: p.CM.LocalQPN})
 	}
 }
+
+// heldFrames are frames a reader holds back, with copies of their bytes,
+// which a batch of the source may not keep.
+type heldFrames struct {
+	frames []capture.Frame
+	bufs   [][]byte // the copies, reused
+}
+
+// add holds a copy of f.
+func (h *heldFrames) add(f *capture.Frame) {
+	n := len(h.frames)
+	if n == len(h.bufs) {
+		h.bufs = append(h.bufs, nil)
+	}
+	h.bufs[n] = append(h.bufs[n][:0], f.Data...)
+	c := *f
+	c.Data = h.bufs[n]
+	h.frames = append(h.frames, c)
+}
+
+func (h *heldFrames) reset() { h.frames = h.frames[:0] }
 
 // slot returns the burst slot of time t in window w: a frame counted in a
 // window it is not in (late, or held back by a time jump) is in its first
