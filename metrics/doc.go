@@ -67,8 +67,8 @@
 //     counters are added, the flow list is put in canonical order (by flow
 //     hash, then key) and the heavy-hitter table is fed the exact records in
 //     that order, so that a window's state is the same for any number of
-//     workers. Windows are emitted in order, every one of them, also when
-//     empty.
+//     workers (see Determinism). Windows are emitted in order, every one
+//     of them, also when empty.
 //
 // A frame older than the oldest open window is counted late in it. A run of
 // them (a clock stepped back) ends the segment: the reader holds the run
@@ -79,6 +79,20 @@
 // one did. A frame far ahead
 // of the clock is held in the newest window until enough frames confirm
 // the jump (see TimeJumps).
+//
+// # Determinism
+//
+// A window's state is the same, byte for byte, for any number of workers
+// while the QP tables hold every flow: its Evictions and UntrackedPackets
+// are 0. Each worker holds Config.TableSize/Config.Workers flows of its own
+// connections, so past that which flows are tracked depends on the
+// workers, and then so may the flow list, the counters kept per flow
+// (Evictions, UntrackedPackets, Retransmits, PSNGaps, OutOfOrder,
+// ReadLatencyUnmatched), the latency quantiles and the heavy-hitter table,
+// which untracked flows feed frame by frame on their worker. What does not
+// depend on the workers then: every other counter, the distinct-flow and
+// Count-Min sketches, and the packets of the flow list and the untracked
+// ones together, RoCEPackets (TestDeterminismPastTheTable).
 //
 // # Lifetime and concurrency
 //
