@@ -142,9 +142,6 @@ func satAdd16(a, b uint16) uint16 {
 	return math.MaxUint16
 }
 
-// sat16 returns n, or the largest uint16 when n is larger.
-func sat16(n uint32) uint16 { return uint16(min(n, math.MaxUint16)) }
-
 // spanner is what combineRuns needs of a run: its bounds, and the run two
 // make together.
 type spanner[R any] interface {

@@ -46,7 +46,7 @@ func fuzzRead(t *testing.T, data []byte, small bool) (frames, keptFrames []frame
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	read := func(stdin bool, keep bool) ([]frame, error, capture.Stats) {
+	read := func(stdin bool, keep bool) ([]frame, capture.Stats, error) {
 		opts := &Options{SnapLimit: fuzzLimit, KeepGoing: keep}
 		paths := []string{path}
 		if stdin {
@@ -66,12 +66,12 @@ func fuzzRead(t *testing.T, data []byte, small bool) (frames, keptFrames []frame
 			}
 		}
 		got, err := readAll(t, src, 3)
-		return got, err, src.Stats()
+		return got, src.Stats(), err
 	}
-	mapped, err, _ := read(false, false)
+	mapped, _, err := read(false, false)
 	var keptMapped []frame
 	sentinel := sentinelOf(t, err)
-	streamed, err2, _ := read(true, false)
+	streamed, _, err2 := read(true, false)
 	if diff := diffFrames(mapped, streamed); diff != "" {
 		t.Fatalf("mapped and read input differ (-mapped +read):\n%s", diff)
 	}
@@ -79,7 +79,7 @@ func fuzzRead(t *testing.T, data []byte, small bool) (frames, keptFrames []frame
 		t.Fatalf("mapped input: %v; read input: %v", err, err2)
 	}
 	for _, stdin := range []bool{false, true} {
-		kept, kerr, st := read(stdin, true)
+		kept, st, kerr := read(stdin, true)
 		if errors.Is(err, ErrNotCapture) {
 			// No capture at all: KeepGoing fails alike.
 			if !errors.Is(kerr, ErrNotCapture) || len(kept) != 0 || len(mapped) != 0 || st.Errors != 0 {

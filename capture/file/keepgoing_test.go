@@ -236,10 +236,8 @@ func TestKeepGoingCutGzip(t *testing.T) {
 	pc := pcapHeader(le, 0xa1b2c3d4, 65535, 1)
 	ng := appendBlock(nil, blockSHB, shbBody(le), le)
 	ng = appendBlock(ng, blockIDB, idbBody(le, 1, 100, nil), le)
-	var bodies [][]byte
 	for i := range records {
 		data := seq(byte(i), 60+i%97)
-		bodies = append(bodies, data)
 		pc = pcapRecord(pc, le, sec0+uint32(i/100), uint32(i%100)*1000, data, uint32(len(data)))
 		ng = appendBlock(ng, blockEPB, epbBody(le, 0, uint64(sec0)*1e6+uint64(i)*1000, data, uint32(len(data))), le)
 	}

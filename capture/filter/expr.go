@@ -134,7 +134,6 @@ type insn struct {
 type generator struct {
 	out    []insn
 	labels int
-	x      bool // X holds the IPv4 header length (set on the straight path only)
 }
 
 // generate compiles t into a program that returns Accept or 0.

@@ -341,8 +341,6 @@ type canvasLabels struct {
 var (
 	// clockTime is a tick of a time axis: 24-hour UTC time.
 	clockTime = regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,3})?)?$`)
-	// isoDate is the date a time axis names where the day changes.
-	isoDate = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)
 	// unreadable is what no label may hold: a 12-hour clock, a US date,
 	// an exponent, a value far below its unit (0.00008 Gb/s).
 	unreadable = regexp.MustCompile(`(?i)[0-9](am|pm)\b|[0-9]+/[0-9]+/[0-9]+|[0-9]e[-+]?[0-9]|\b0\.00[0-9]`)
