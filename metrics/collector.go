@@ -9,16 +9,18 @@ import (
 // collector assembles each window of the host from the readers' counters and
 // the shards' windows, and emits it once every reader and every shard has
 // closed it. It runs on one goroutine (the reader's, in the single-worker
-// engine).
+// engine). Its first error stops the run; the engine asks for it with
+// failure.
 type collector struct {
 	cfg   *Config
-	rmark []int64 // per reader: windows ≤ rmark are closed
-	smark []int64 // per shard: windows ≤ smark are closed
+	rmark closeMarks // the readers'
+	smark closeMarks // the shards'
 	parts map[int64]*part
 	free  []*part // emitted parts, for reuse
 	pool  *windowPool
 	emit  func(*Window) error
-	err   error // first error of emit; later windows are dropped after it
+	stop  func() // stops the run: called on the first error
+	err   error  // first error of emit or a merge; later windows are dropped after it
 }
 
 // part is a window being assembled: the first shard window of its index,
@@ -32,22 +34,18 @@ type part struct {
 	pauses   []PauseRecord
 }
 
-func newCollector(cfg *Config, pool *windowPool, readers, shards int, emit func(*Window) error) *collector {
-	c := &collector{
+// newCollector returns a collector of the windows of readers and shards,
+// which calls stop when emit or a merge fails.
+func newCollector(cfg *Config, pool *windowPool, readers, shards int, emit func(*Window) error, stop func()) *collector {
+	return &collector{
 		cfg:   cfg,
 		pool:  pool,
-		rmark: make([]int64, readers),
-		smark: make([]int64, shards),
+		rmark: newCloseMarks(readers),
+		smark: newCloseMarks(shards),
 		parts: make(map[int64]*part),
 		emit:  emit,
+		stop:  stop,
 	}
-	for i := range c.rmark {
-		c.rmark[i] = noWindow
-	}
-	for i := range c.smark {
-		c.smark[i] = noWindow
-	}
-	return c
 }
 
 // part returns the part being assembled for index i.
@@ -67,8 +65,12 @@ func (c *collector) part(i int64) *part {
 func (c *collector) fail(err error) {
 	if c.err == nil {
 		c.err = err
+		c.stop()
 	}
 }
+
+// failure returns the first error of emit or of a merge, or nil.
+func (c *collector) failure() error { return c.err }
 
 // shardWindow takes a shard's closed window.
 func (c *collector) shardWindow(w *Window) {
@@ -100,16 +102,13 @@ func (c *collector) readerWindow(rw *readerWindow) {
 
 // readerMark and shardMark record that reader or shard i closed every
 // window ≤ through, and emit the windows everyone has closed.
-func (c *collector) readerMark(i int, through int64) {
-	c.rmark[i] = max(c.rmark[i], through)
-	c.ready()
-}
-func (c *collector) shardMark(i int, through int64) { c.smark[i] = max(c.smark[i], through); c.ready() }
+func (c *collector) readerMark(i int, through int64) { c.rmark.mark(i, through); c.ready() }
+func (c *collector) shardMark(i int, through int64)  { c.smark.mark(i, through); c.ready() }
 
 // ready emits, in order, the pending windows that every reader and shard
 // has closed.
 func (c *collector) ready() {
-	through := min(slices.Min(c.rmark), slices.Min(c.smark))
+	through := min(c.rmark.through(), c.smark.through())
 	var done []int64
 	for i := range c.parts {
 		if i <= through {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,9 +56,6 @@ func (e *Engine) Config() Config { return e.cfg }
 
 // Frames returns the frames read so far; it is safe to call during Run.
 func (e *Engine) Frames() uint64 { return e.frames.Load() }
-
-// allWindows is the mark that closes every window.
-const allWindows = 1<<62 - 1
 
 // batchSize is the number of events moved between stages at once.
 const batchSize = 256
@@ -170,15 +166,16 @@ const closeGrace = time.Second
 
 // runInline runs one reader, one shard and the collector on this goroutine.
 func (e *Engine) runInline(ctx context.Context, f *feed, emit func(*Window) error, cancel context.CancelFunc) error {
-	coll := newCollector(&e.cfg, e.pool, 1, 1, emit)
-	out := &inlineOutput{sh: e.shard(0), coll: coll, cancel: cancel, evs: make([]event, 0, batchSize)}
+	coll := newCollector(&e.cfg, e.pool, 1, 1, emit, cancel)
+	out := &inlineOutput{sh: e.shard(0), coll: coll, evs: make([]event, 0, batchSize)}
 	r := newReader(&e.cfg, out)
 	err := e.read(ctx, f, r)
 	r.closeThrough(allWindows)
-	if step := (*clockStep)(nil); coll.err != nil && errors.As(err, &step) {
+	failed := coll.failure()
+	if step := (*clockStep)(nil); failed != nil && errors.As(err, &step) {
 		err = nil // the output failed: no restart after a clock step
 	}
-	return errors.Join(err, coll.err)
+	return errors.Join(err, failed)
 }
 
 // output is where a reader's work goes: the events of its RoCE frames, in
@@ -202,10 +199,9 @@ type output interface {
 // collector, a batch of events at a time, so that the shard can fetch their
 // table entries together.
 type inlineOutput struct {
-	sh     *shard
-	coll   *collector
-	cancel context.CancelFunc
-	evs    []event
+	sh   *shard
+	coll *collector
+	evs  []event
 }
 
 func (o *inlineOutput) event(decode.Addr, decode.Addr, uint16) *event {
@@ -226,9 +222,6 @@ func (o *inlineOutput) flush() {
 func (o *inlineOutput) shardWindows() {
 	for _, w := range o.sh.drain() {
 		o.coll.shardWindow(w)
-	}
-	if o.coll.err != nil {
-		o.cancel() // the output failed: stop reading
 	}
 }
 
@@ -261,7 +254,7 @@ func (e *Engine) shard(k int) *shard {
 // left in f's batch are for the next segment). A live capture hands its
 // events on after each batch of the source, and moves the clock.
 func (e *Engine) read(ctx context.Context, f *feed, r *reader) error {
-	r.stats = f.src.Stats
+	r.src = f.src
 	if e.cfg.Live {
 		r.startLive(time.Now().UnixNano())
 	}
@@ -336,7 +329,7 @@ type msg struct {
 func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) error, cancel, stepped context.CancelFunc) error {
 	n := e.cfg.Workers
 	msgs := make(chan msg, msgQueue)
-	coll := newCollector(&e.cfg, e.pool, len(feeds), n, emit)
+	coll := newCollector(&e.cfg, e.pool, len(feeds), n, emit, cancel)
 	in := make([]chan *batch, n)
 	free := make([]chan *batch, n)
 	var workers sync.WaitGroup
@@ -350,37 +343,7 @@ func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) 
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			// A window closes on this worker once every reader has
-			// closed it: a reader's events for a window arrive before
-			// its mark, so none arrives after the close.
-			marks := make([]int64, len(feeds))
-			for i := range marks {
-				marks[i] = noWindow
-			}
-			closed := int64(noWindow)
-			drain := func() {
-				for _, w := range sh.drain() {
-					msgs <- msg{shard: w}
-				}
-			}
-			for b := range in[k] {
-				sh.handleBatch(b.evs)
-				drain()
-				if b.close != noWindow {
-					marks[b.from] = max(marks[b.from], b.close)
-					if through := slices.Min(marks); through > closed {
-						closed = through
-						sh.closeThrough(through)
-						drain()
-						msgs <- msg{from: k, through: through, isShard: true}
-					}
-				}
-				b.evs, b.close = b.evs[:0], noWindow
-				free[k] <- b
-			}
-			sh.closeThrough(allWindows)
-			drain()
-			msgs <- msg{from: k, through: allWindows, isShard: true}
+			sh.run(k, len(feeds), in[k], free[k], msgs)
 		}()
 	}
 
@@ -425,9 +388,6 @@ func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) 
 		default:
 			coll.readerMark(m.from, m.through)
 		}
-		if coll.err != nil {
-			cancel()
-		}
 	}
 	// A step back of one reader's clock restarts the run unless something
 	// failed for real.
@@ -438,10 +398,45 @@ func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) 
 			step, errs[i] = err, nil
 		}
 	}
-	if err := errors.Join(append(errs, coll.err)...); err != nil {
+	if err := errors.Join(append(errs, coll.failure())...); err != nil {
 		return err
 	}
 	return step
+}
+
+// run is the worker k of a run with readers readers: it handles the
+// batches of in until in is closed, gives each back on free, and tells the
+// collector on msgs its closed windows and its close marks. A window closes
+// here once every reader marked it closed: a reader's events for a window
+// arrive before its mark, so none arrives after the close.
+func (s *shard) run(k, readers int, in <-chan *batch, free chan<- *batch, msgs chan<- msg) {
+	marks := newCloseMarks(readers)
+	closed := noWindow
+	for b := range in {
+		s.handleBatch(b.evs)
+		s.send(msgs)
+		if b.close != noWindow {
+			marks.mark(b.from, b.close)
+			if through := marks.through(); through > closed {
+				closed = through
+				s.closeThrough(through)
+				s.send(msgs)
+				msgs <- msg{from: k, through: through, isShard: true}
+			}
+		}
+		b.evs, b.close = b.evs[:0], noWindow
+		free <- b
+	}
+	s.closeThrough(allWindows)
+	s.send(msgs)
+	msgs <- msg{from: k, through: allWindows, isShard: true}
+}
+
+// send hands the windows s closed to the collector.
+func (s *shard) send(msgs chan<- msg) {
+	for _, w := range s.drain() {
+		msgs <- msg{shard: w}
+	}
 }
 
 // poolOutput sends a reader's events, in batches, to the worker that owns

@@ -21,6 +21,9 @@ type readerWindow struct {
 	pauseAt  map[pauseKey]int32 // positions in pauses
 }
 
+// Index returns the window's index.
+func (rw *readerWindow) Index() int64 { return rw.index }
+
 // reader is the first stage: it decodes each frame once, counts the
 // window-level figures and hands RoCE frames to the per-flow stage as
 // events. Window closing is decided here, by frame time, so that it depends
@@ -48,12 +51,12 @@ type reader struct {
 	stepped       bool       // jumpConfirm frames in a row were behind: the clock stepped back
 	stepIn        bool       // the input's first frame follows a step back: a time jump
 	behind        heldFrames // frames in a row older than every window still open, not yet accounted
-	open          [2]*readerWindow
+	open          ring[*readerWindow]
 	tracks        map[pauseKey]pauseTrack // PFC pauses per source MAC and priority
 
-	out   output               // where events, closed windows and marks go
-	stats func() capture.Stats // the source's running totals, or nil
-	last  capture.Stats        // the totals at the last window close
+	out  output         // where events, closed windows and marks go
+	src  capture.Source // whose drops and errors the windows count, or nil
+	last capture.Stats  // src's totals at the last window close
 }
 
 // A frame more than maxTimeJump after the newest frame so far is held in
@@ -67,10 +70,6 @@ const (
 	maxTimeJump = int64(time.Hour)
 	jumpConfirm = 64
 )
-
-// noWindow is below every window index: indices are times divided by a
-// window length of at least a millisecond, so they lie within ±2^63/10^6.
-const noWindow = -1 << 62
 
 func newReader(cfg *Config, out output) *reader {
 	r := &reader{
@@ -393,20 +392,19 @@ func (r *reader) window(w int64) *readerWindow {
 		rw.counters[LatePackets]++
 		return rw
 	}
-	rw := r.open[w&1]
-	switch {
-	case rw != nil && rw.index == w:
+	if rw := r.open.get(w); rw != nil {
 		return rw
-	case rw != nil:
+	}
+	if !r.open.free(w) {
 		// The slot holds the window two before w, which the clock
 		// would have closed: only a frame held back by a time jump
 		// lands here. Count it late in the oldest open window.
-		rw = r.oldest()
+		rw := r.open.oldest()
 		rw.counters[LatePackets]++
 		return rw
 	}
-	rw = &readerWindow{index: w}
-	r.open[w&1] = rw
+	rw := &readerWindow{index: w}
+	r.open.put(rw)
 	r.high = max(r.high, w)
 	return rw
 }
@@ -417,17 +415,8 @@ func (r *reader) isBehind(w int64) bool {
 	if w <= r.closedThrough {
 		return true
 	}
-	o := r.oldest()
+	o := r.open.oldest()
 	return o != nil && w < o.index
-}
-
-// oldest returns the open window with the smallest index, or nil.
-func (r *reader) oldest() *readerWindow {
-	a, b := r.open[0], r.open[1]
-	if a == nil || b != nil && b.index < a.index {
-		return b
-	}
-	return a
 }
 
 // advance moves the reader's clock to t (a frame time, or the wall clock of
@@ -469,7 +458,7 @@ func (r *reader) closeThrough(through int64) {
 		next = max(r.closedThrough+1, last-maxIdleWindows+1)
 	}
 	for {
-		rw := r.oldest()
+		rw := r.open.oldest()
 		if rw == nil || rw.index > through {
 			rw = nil
 		}
@@ -483,7 +472,7 @@ func (r *reader) closeThrough(through int64) {
 		if rw == nil {
 			break
 		}
-		r.open[rw.index&1] = nil
+		r.open.remove(rw)
 		r.closeWindow(rw, through == allWindows)
 		next = max(next, rw.index+1)
 	}
@@ -505,8 +494,8 @@ func (r *reader) closeWindow(rw *readerWindow, last bool) {
 			rw.to = max(min(rw.to, r.maxT+1), rw.from)
 		}
 	}
-	if r.stats != nil {
-		st := r.stats()
+	if r.src != nil {
+		st := r.src.Stats()
 		rw.counters[KernelDrops] += since(st.Dropped, r.last.Dropped)
 		rw.counters[SourceErrors] += since(st.Errors, r.last.Errors)
 		r.last = st

@@ -162,7 +162,7 @@ type shard struct {
 	cfg    *Config
 	tab    *table
 	conns  map[connKey]int32 // (src, dst, sport) → first flow seen with them, for pairing directions
-	open   [2]*Window        // open windows by parity of their index
+	open   ring[*Window]     // the open windows
 	late   []*Window         // late parts of windows the ring closed, for a lagging reader (lateWindow)
 	high   int64             // newest window index opened
 	active [2][]int32        // slab positions of the flows whose counters are in the open window of each parity
@@ -193,7 +193,7 @@ func newShard(cfg *Config, capacity int, pool *windowPool) *shard {
 func (s *shard) reset() {
 	s.tab.reset()
 	clear(s.conns)
-	s.open = [2]*Window{}
+	s.open = ring[*Window]{}
 	clear(s.late)
 	s.late = s.late[:0]
 	s.high = noWindow
@@ -215,10 +215,10 @@ func (s *shard) window(w int64) *Window {
 		s.high = w
 		return s.openWindow(w)
 	}
-	if win := s.open[w&1]; win != nil && win.Index() == w {
+	if win := s.open.get(w); win != nil {
 		return win
 	}
-	if s.open[w&1] == nil && w == s.high-1 {
+	if s.open.free(w) && w == s.high-1 {
 		// The window before the newest, which had no frame here yet: the
 		// readers have not closed it (their events come before their
 		// marks), so it opens, as in the reader.
@@ -253,18 +253,8 @@ func (s *shard) lateWindow(w int64) *Window {
 func (s *shard) openWindow(w int64) *Window {
 	win := s.pool.get(w)
 	win.Flows = growFlows(win.Flows, s.flows)
-	s.open[w&1] = win
+	s.open.put(win)
 	return win
-}
-
-// oldest returns the open window with the smallest index; one is open
-// whenever a frame is being handled.
-func (s *shard) oldest() *Window {
-	a, b := s.open[0], s.open[1]
-	if a == nil || b != nil && b.Start < a.Start {
-		return b
-	}
-	return a
 }
 
 // closeThrough closes every open window with index ≤ w, oldest first,
@@ -281,13 +271,12 @@ func (s *shard) closeThrough(w int64) {
 	clear(s.late[len(late):])
 	s.late = late
 	for {
-		win := s.oldest()
+		win := s.open.oldest()
 		if win == nil || win.Index() > w {
 			return
 		}
-		p := win.Index() & 1
-		s.flush(p, win)
-		s.open[p] = nil
+		s.flush(win.Index()&1, win)
+		s.open.remove(win)
 	}
 }
 
@@ -570,7 +559,7 @@ func (s *shard) counters(idx int32, e *entry, win *Window) *FlowRecord {
 		return &e.rec
 	case e.win < w && !win.late:
 		if e.win != noWindow {
-			s.materialize(e, s.open[e.win&1])
+			s.materialize(e, s.open.get(e.win))
 		}
 		e.rec = FlowRecord{Key: e.rec.Key}
 		e.win, e.slot, e.nruns = w, 0, 0
@@ -603,7 +592,7 @@ func (s *shard) record(idx int32, win *Window) *FlowRecord {
 // the flow cannot be held.
 func (s *shard) admit(ev *event) int32 {
 	if s.tab.full() {
-		win := s.oldest()
+		win := s.open.oldest() // one is open whenever a frame is handled
 		v := s.tab.victim(win.Index())
 		if v < 0 {
 			return -1
@@ -718,7 +707,7 @@ func (s *shard) trackPSN(e *entry, r *FlowRecord, win *Window, ev *event) {
 		// A new PSN ends the episode.
 		e.flags &^= entEpisode
 		if e.win != noWindow {
-			e.endEpisode(s.open[e.win&1])
+			e.endEpisode(s.open.get(e.win))
 		}
 	}
 	e.flags |= entPSNValid
