@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -346,8 +345,6 @@ func TestDownSaidAtOnce(t *testing.T) {
 		t.Errorf("error log %q does not say why", l)
 	}
 }
-
-func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
 // TestRefusalRule: which answers of a server refuse rows for good (not
 // retried) and which are trouble to wait out, in 18.16's words and a
