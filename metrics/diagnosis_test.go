@@ -379,43 +379,85 @@ func TestReaderSlot(t *testing.T) {
 	}
 }
 
-// TestSlotRuns: slots folded through an entry's accumulator and its two
-// runs give the profile that folding each slot into it in turn gives,
-// however the flow sends: in runs of consecutive slots, now and then, or
-// with more than 4 GiB in a run.
+// TestSlotRuns: frames counted through an entry's two runs give the
+// profile that folding each slot into it in turn gives, however the flow
+// sends: in runs of consecutive slots, now and then, or with more than
+// 4 GiB in a run.
 func TestSlotRuns(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for i := range 5000 {
-		var e entry
+		var h hot
+		var c cold
 		var want Activity
 		slot := uint32(rng.IntN(5))
 		big := rng.IntN(10) == 0
 		for range rng.IntN(40) {
 			var r Run
-			e.startSlot(slot)
 			for k := range 1 + rng.IntN(3) {
-				n := uint64(1 + rng.IntN(5000))
+				ev := event{wire: uint32(1 + rng.IntN(5000))}
 				if big && k > 0 {
 					break
 				}
 				if big {
-					n = 3 << 30 // 3 GiB a slot (a slot holds less than 4): runs of two pass 4 GiB
+					ev.wire = 3 << 30 // 3 GiB a slot (a slot holds less than 4): runs of two pass 4 GiB
 				}
-				e.rec.C[FlowBytes] += n
-				r.Bytes += n
+				r.Bytes += uint64(ev.wire)
 				if rng.IntN(4) == 0 {
-					e.slotCE++
+					ev.flags |= evCE
 					r.ECNCE++
 				}
+				if rng.IntN(5) == 0 {
+					ev.flags |= evCNP
+					r.CNP++
+				}
+				h.addSlot(&c, slot, &ev)
 			}
 			r.Start, r.End = uint16(slot), uint16(slot+1)
 			want.add(r)
 			slot += 1 + uint32(rng.IntN(3))*uint32(rng.IntN(2)) // often the next slot
 		}
-		e.endSlot()
-		e.flushRuns()
-		if e.rec.Act != want {
-			t.Fatalf("case %d: %+v through the runs, %+v slot by slot", i, e.rec.Act, want)
+		h.flushRuns(&c.act)
+		if c.act != want {
+			t.Fatalf("case %d: %+v through the runs, %+v slot by slot", i, c.act, want)
+		}
+	}
+}
+
+// TestHotFold: a flow's counts through an entry's narrow hot counters,
+// folded into its tally when one would overflow or a fifth opcode comes,
+// and into its record at the end, are those of a record that counts every
+// frame itself, opcode order included.
+func TestHotFold(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for i := range 20 {
+		var h hot
+		var c cold
+		var want FlowRecord
+		ops := []decode.Opcode{0x07, 0x06, 0x08, 0x11, 0x04, 0x0c}[:2+i%5]
+		frames := 1 + rng.IntN(300000)
+		for k := range frames {
+			ev := event{wire: uint32(64 + rng.IntN(9000)), opcode: ops[rng.IntN(len(ops))]}
+			if i%4 == 0 && k%1000 == 0 {
+				ev.wire = 1<<31 + 5 // a few huge frames overflow the 32-bit bytes
+			}
+			ev.payload = ev.wire / 2
+			h.count(&c, &ev, 0)
+			if rng.IntN(3) == 0 {
+				h.msgs++ // as handle counts them
+				want.C[FlowMessages]++
+			}
+			want.C[FlowBytes] += uint64(ev.wire)
+			want.C[FlowPayloadBytes] += uint64(ev.payload)
+			want.C[FlowPackets]++
+			want.Ops.Add(uint8(ev.opcode), 1)
+		}
+		var got FlowRecord
+		h.record(&c, &got)
+		if got.C != want.C || got.Ops != want.Ops {
+			t.Fatalf("case %d (%d frames, %d opcodes): counters %v ops %+v, want %v %+v", i, frames, len(ops), got.C, got.Ops, want.C, want.Ops)
+		}
+		if h.flags&entTally != 0 || c.c != [numFlowCounters]uint64{} || c.ops != (OpMix{}) || h.packets != 0 {
+			t.Fatalf("case %d: entry not emptied by record", i)
 		}
 	}
 }

@@ -21,9 +21,15 @@
 //
 // # Flow state
 //
-// A table entry (640 bytes, on cache-line boundaries) holds a flow's PSN
-// tracking, pairing and pending requests, and its counters in the window
-// it last sent in. A frame updates the entry in place; its counters move
+// A table entry holds a flow's PSN tracking, pairing and pending requests,
+// and its counters in the window it last sent in, in two parts: a hot one
+// of two cache lines (the key, the counts every frame makes in narrow
+// fields, PSN tracking, the burst-slot runs), all a data packet or an ACK
+// of a known flow reads and writes, and a cold one of 512 bytes (the wide
+// counters, the activity profile, retransmission episodes, pending
+// requests) touched only by rarer frames, answers and a new window. The
+// slab of entries and its indexes live in memory mapped with a request for
+// huge pages. A frame updates the entry in place; its counters move
 // into the window's flow list once, when the flow's first frame of a newer
 // window arrives or when the window closes. A flow with no frame in a
 // window is not part of it. Latency matches count in the window of the
@@ -35,8 +41,8 @@
 // The window state holds what the reports' events need below the window,
 // so that merged states name the events one host would: per flow an
 // activity profile at the burst interval ([Activity]; a frame touches only
-// a slot accumulator in its entry, folded into the profile when the slot
-// changes), per source MAC and priority the time PFC frames paused
+// the runs of slots in its entry's hot part, folded into the profile two
+// at a time), per source MAC and priority the time PFC frames paused
 // ([PauseRecord], kept by the readers), and per flow its retransmission
 // episodes with their cause ([Retransmission]: the NAK or RNR NAK its
 // reverse direction carried, which the entry remembers, else a timeout).

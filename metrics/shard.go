@@ -68,100 +68,11 @@ type pending struct {
 	kind uint8
 }
 
-// Entry flags.
-const (
-	entSQPKnown uint8 = 1 << iota
-	entPSNValid
-	entGap        // a gap left PSNs [gapLo, gapHi) missing
-	entNAKed      // the responder NAKed since the last gap: what follows is resent
-	entEpisode    // a retransmission episode is going on
-	entEpRecorded // the episode has its record at epAt in window win's list
-)
-
-// entry is the state of one flow in a worker's QP table: the flow's
-// counters in the window it last sent in, and what persists across windows
-// (PSN tracking, pairing, pending requests). The counters live here, not in
-// a record per flow and window, so that a frame touches one place; they are
-// copied into the window's flow list once, when the flow moves on to a newer
-// window or the window closes.
-//
-// An entry is 640 bytes, a multiple of the cache line, and the slab is
-// page-aligned, so each field sits at a known line. A frame touches three
-// pairs of lines, 128 bytes each, which the processors fetch together:
-// lines 0-1 (hash, key; the activity profile rec.Act, touched when the
-// flow's burst slot changes), 2-3 (opcode mix; bytes, payload, packets)
-// and 6-7 (the slot accumulator, PSN tracking, pairing, the path MTU), and
-// handleBatch fetches them ahead. Lines 4-5 hold the rarer counters, line
-// 7 also what only a new window, PSN gaps and retransmissions touch; lines
-// 8-9 are for latency.
-type entry struct {
-	hash uint64
-	win  int64      // window whose counters rec holds, noWindow when it holds none
-	rec  FlowRecord // counters in window win; rec.Key is the flow's key
-	_    [16]byte
-
-	// The burst slot accumulator: the slot of window win the flow sends
-	// in now, rec's bytes when the slot began (mod 2^32, so a slot holds
-	// less than 4 GiB: the burst interval is at most 10ms), and its CE
-	// marks and CNPs (saturating). When the flow moves on to another slot
-	// the slot joins the last of up to two runs kept here, or starts a
-	// new one; the runs go into rec.Act (on another line) two at a time,
-	// or when the window closes, so that a flow that sends now and then
-	// touches the profile on every other run.
-	slot      uint16 // the slot + 1; 0 for none
-	slotCE    uint16
-	slotCNP   uint16
-	nruns     uint8 // runs in runs
-	_         uint8
-	slotBytes uint32 // FlowBytes
-	runs      [2]slotRun
-
-	epsn    uint32 // expected PSN of the next request
-	slack   uint32 // PSNs the next request may skip without a gap
-	peer    int32  // slab position of the reverse direction, -1 if unknown
-	flags   uint8
-	pendAt  uint8 // next pending slot to overwrite
-	sport   uint16
-	pmtu    uint16 // path MTU learned from full-size packets, 0 if unknown
-	pmtuMin uint16 // lower bound of the path MTU from ONLY packets, 0 if none
-	lastReq int64  // time of the last request frame
-
-	lastWin int64 // last window with a packet; freeEntry when the slab entry is free
-	prevWin int64 // window of the record at prevRec, noWindow for none
-	prevRec int32 // position of the flow's record in window prevWin's flow list
-	sqp     uint32
-	gapLo   uint32 // first PSN the last gap skipped
-	gapHi   uint32 // PSN that ended the last gap
-
-	// Retransmission episodes (Retransmission): the NAK the next one is
-	// caused by, and the one going on.
-	nakAt     int64 // time of a NAK or RNR NAK since the last episode, 0 for none
-	epTrouble int64
-	epPSN     uint32 // first PSN sent again
-	epAt      int32  // position of the flow's last record in window win's list, -1 for none
-	epStall   uint32 // ns from the trouble to the first frame sent again (saturates at 2^32-1)
-	nakSyn    uint8  // AETH syndrome of the NAK at nakAt
-	epCause   Cause
-	epCode    uint8
-	epN       uint8 // records of the flow in window win's list
-
-	pend [pendSize]pending
-}
-
-// entrySize is the size of an entry (TestEntryLayout checks it).
-const entrySize = 640
-
-func (e *entry) init(key FlowKey, h uint64) {
-	*e = entry{hash: h, win: noWindow, lastWin: noWindow, prevWin: noWindow, peer: -1, epAt: -1}
-	e.rec.Key = key
-}
-
 // shard is one worker's state: its slice of the QP table and its part of
 // the open windows. Exactly one goroutine uses a shard.
 type shard struct {
 	cfg    *Config
 	tab    *table
-	conns  map[connKey]int32 // (src, dst, sport) → first flow seen with them, for pairing directions
 	open   ring[*Window]     // the open windows
 	late   []*Window         // late parts of windows the ring closed, for a lagging reader (lateWindow)
 	high   int64             // newest window index opened
@@ -173,26 +84,18 @@ type shard struct {
 	flows  int               // flows of the last window closed: what a new one is made room for
 }
 
-// connKey finds the reverse direction of a RoCEv2 connection.
-type connKey struct {
-	src, dst decode.Addr
-	sport    uint16
-}
-
 func newShard(cfg *Config, capacity int, pool *windowPool) *shard {
 	return &shard{
-		cfg:   cfg,
-		tab:   newTable(capacity),
-		conns: make(map[connKey]int32),
-		high:  noWindow,
-		pool:  pool,
+		cfg:  cfg,
+		tab:  newTable(capacity),
+		high: noWindow,
+		pool: pool,
 	}
 }
 
 // reset makes s as new for another run, keeping its memory.
 func (s *shard) reset() {
 	s.tab.reset()
-	clear(s.conns)
 	s.open = ring[*Window]{}
 	clear(s.late)
 	s.late = s.late[:0]
@@ -287,8 +190,8 @@ func (s *shard) flush(p int64, win *Window) {
 	w := win.Index()
 	if p >= 0 {
 		for _, idx := range s.active[p] {
-			if e := s.tab.at(idx); e.win == w {
-				s.materialize(e, win)
+			if h := &s.tab.hot[idx]; h.win == w {
+				s.materialize(h, &s.tab.cold[idx], win)
 			}
 		}
 		s.active[p] = s.active[p][:0]
@@ -315,73 +218,26 @@ func (s *shard) drain() []*Window {
 	return w
 }
 
-// materialize appends the counters e holds to the flow list of win, the
-// open window they belong to, and empties e's current window: it folds the
-// burst slot e accumulates into the flow's activity profile, and marks the
-// record of a retransmission episode still going on.
-func (s *shard) materialize(e *entry, win *Window) {
-	e.endSlot()
-	e.flushRuns()
-	e.endEpisode(win)
-	e.epAt, e.epN = -1, 0
-	e.prevWin, e.prevRec = e.win, int32(len(win.Flows))
-	e.win = noWindow
-	e.stamp(addFlow(win, &e.rec))
+// materialize appends the counts the entry (h, c) holds to the flow list of
+// win, the open window they belong to, and empties the entry's current
+// window; it marks the record of a retransmission episode still going on.
+func (s *shard) materialize(h *hot, c *cold, win *Window) {
+	h.endEpisode(c, win)
+	c.epAt, c.epN = -1, 0
+	c.prevWin, c.prevRec = h.win, int32(len(win.Flows))
+	h.win = noWindow
+	h.record(c, newFlow(win))
 }
 
-// slotRun is a run of consecutive burst slots of a flow on its way into
-// its activity profile: Run in 12 bytes.
-type slotRun struct {
-	bytes               uint32
-	start, end, ce, cnp uint16
-}
-
-// startSlot ends the burst slot e accumulates, if any, and starts slot
-// (of window e.win) with rec's bytes before the frame that is in it.
-func (e *entry) startSlot(slot uint32) {
-	e.endSlot()
-	e.slot, e.slotBytes, e.slotCE, e.slotCNP = uint16(slot+1), uint32(e.rec.C[FlowBytes]), 0, 0
-}
-
-// endSlot ends the burst slot e accumulates: it joins the last run when it
-// follows it (and the run's bytes stay below 4 GiB), else it starts a run,
-// after the runs went into the activity profile when there were two.
-func (e *entry) endSlot() {
-	if e.slot == 0 {
-		return
+// newFlow appends a record to the flow list of win and returns it, to be
+// filled. The list grows by doubling (growFlows).
+func newFlow(win *Window) *FlowRecord {
+	n := len(win.Flows)
+	if n == cap(win.Flows) {
+		win.Flows = growFlows(win.Flows, max(n, 64))
 	}
-	s := slotRun{bytes: uint32(e.rec.C[FlowBytes]) - e.slotBytes, start: e.slot - 1, end: e.slot, ce: e.slotCE, cnp: e.slotCNP}
-	e.slot = 0
-	if n := e.nruns; n > 0 {
-		if last := &e.runs[n-1]; last.end == s.start && last.bytes <= math.MaxUint32-s.bytes {
-			last.end, last.bytes = s.end, last.bytes+s.bytes
-			last.ce, last.cnp = satAdd16(last.ce, s.ce), satAdd16(last.cnp, s.cnp)
-			return
-		}
-		if int(n) == len(e.runs) {
-			e.flushRuns()
-		}
-	}
-	e.runs[e.nruns] = s
-	e.nruns++
-}
-
-// flushRuns moves the runs e keeps into the activity profile.
-func (e *entry) flushRuns() {
-	for _, r := range e.runs[:e.nruns] {
-		e.rec.Act.add(Run{Start: r.start, End: r.end, Bytes: uint64(r.bytes), ECNCE: r.ce, CNP: r.cnp})
-	}
-	e.nruns = 0
-}
-
-// addFlow appends a copy of r to the flow list of win and returns it. The
-// list grows by doubling (growFlows).
-func addFlow(win *Window, r *FlowRecord) *FlowRecord {
-	if len(win.Flows) == cap(win.Flows) {
-		win.Flows = growFlows(win.Flows, max(len(win.Flows), 64))
-	}
-	win.Flows = append(win.Flows, *r)
-	return &win.Flows[len(win.Flows)-1]
+	win.Flows = win.Flows[:n+1]
+	return &win.Flows[n]
 }
 
 // growFlows returns flows with room for n more records. Where append and
@@ -398,19 +254,13 @@ func growFlows(flows []FlowRecord, n int) []FlowRecord {
 	return grown
 }
 
-// stamp sets what a flow record takes from the entry rather than from its
-// frames: the source QP, the UDP source port and the flow hash.
-func (e *entry) stamp(f *FlowRecord) {
-	f.SQP, f.SQPKnown, f.Sport, f.hash = e.sqp, e.flags&entSQPKnown != 0, e.sport, e.hash
-}
-
 // sweep evicts every flow that sent nothing in window w or later, and
 // returns how many it evicted. It runs when window w closes with the table
 // nearly full, so that new flows find room.
 func (s *shard) sweep(oldest int64) int {
 	n := 0
 	for i := range int32(s.tab.n) {
-		if e := s.tab.at(i); e.lastWin != freeEntry && e.lastWin < oldest {
+		if lw := s.tab.cold[i].lastWin; lw != freeEntry && lw < oldest {
 			s.evict(i)
 			n++
 		}
@@ -419,10 +269,11 @@ func (s *shard) sweep(oldest int64) int {
 }
 
 // handleBatch accounts a batch of RoCE frames. It first reads the home
-// table slot of every event, then the entry each names, then the activity
-// profile of those that may need it: passes of loads that do not depend on
-// each other within the pass and so miss the cache in parallel, then
-// handles the events in order with their entries in the cache.
+// index slot of every event, then the hot lines of the entry each names,
+// then the activity profile of those whose next run may move their runs
+// into it: passes of loads that do not depend on each other within the
+// pass and so miss the cache in parallel, then handles the events in order
+// with their entries in the cache.
 func (s *shard) handleBatch(evs []event) {
 	t := s.tab
 	home := s.home[:len(evs)]
@@ -432,18 +283,13 @@ func (s *shard) handleBatch(evs []event) {
 	var sum uint64
 	for _, idx := range home {
 		if idx != 0 {
-			e := t.at(int32(idx - 1))
-			// Lines 0, 3 and 6, and 2 beside 3.
-			sum += e.hash + e.rec.C[FlowPackets] + uint64(e.epsn)
+			h := &t.hot[idx-1]
+			sum += uint64(h.win) + uint64(h.epsn) // lines 0 and 1
 		}
 	}
-	// Line 1, the activity profile, of the flows whose next burst slot
-	// may move their runs into it.
 	for _, idx := range home {
-		if idx != 0 {
-			if e := t.at(int32(idx - 1)); e.nruns == uint8(len(e.runs)) {
-				sum += e.rec.Act[0].Bytes
-			}
+		if idx != 0 && t.hot[idx-1].nruns == 2 {
+			sum += t.cold[idx-1].act[0].Bytes
 		}
 	}
 	s.warm += sum
@@ -455,53 +301,55 @@ func (s *shard) handleBatch(evs []event) {
 // handle accounts one RoCE frame.
 func (s *shard) handle(ev *event) {
 	win := s.window(ev.win)
-	idx := s.tab.lookup(&ev.key, ev.hash)
+	t := s.tab
+	idx := t.lookup(&ev.key, ev.hash)
 	if idx < 0 {
 		if idx = s.admit(ev); idx < 0 {
 			s.untracked(win, ev)
 			return
 		}
 	}
-	e := s.tab.at(idx)
-	r := s.counters(idx, e, win)
-	if r == &e.rec {
-		if uint32(e.slot) != ev.slot+1 {
-			e.startSlot(s.slotIn(win, ev))
+	h, c := &t.hot[idx], &t.cold[idx]
+	late := s.counters(idx, h, c, win)
+	f := ev.flags
+	if late == nil {
+		h.count(c, ev, s.slotIn(win, ev))
+		if f&evEndsMessage != 0 {
+			h.msgs++
+		}
+		if f&evAck != 0 {
+			h.acks++
+		}
+		if f&(evCE|evFECN|evBECN|evNAK|evRNR|evCNP) != 0 {
+			countFlags(h.tally(c), f&^(evEndsMessage|evAck))
 		}
 	} else {
-		r.Act.add(frameRun(s.slotIn(win, ev), ev))
-	}
-	r.C[FlowBytes] += uint64(ev.wire)
-	r.C[FlowPayloadBytes] += uint64(ev.payload)
-	r.C[FlowPackets]++
-	r.Ops.Add(uint8(ev.opcode), 1)
-	f := ev.flags
-	if f&(evCE|evFECN|evBECN|evEndsMessage|evAck|evNAK|evRNR|evCNP) != 0 {
-		countFlags(r, f)
-		if f&(evCE|evCNP) != 0 && r == &e.rec {
-			e.slotCE = satAdd16(e.slotCE, f&evCE)
-			e.slotCNP = satAdd16(e.slotCNP, f&evCNP/evCNP)
-		}
+		late.Act.add(frameRun(s.slotIn(win, ev), ev))
+		late.C[FlowBytes] += uint64(ev.wire)
+		late.C[FlowPayloadBytes] += uint64(ev.payload)
+		late.C[FlowPackets]++
+		late.Ops.Add(uint8(ev.opcode), 1)
+		countFlags(&late.C, f)
 	}
 	if f&evSQP != 0 {
-		e.sqp, e.flags = ev.sqp, e.flags|entSQPKnown
+		h.sqp, h.flags = ev.sqp, h.flags|entSQPKnown
 	}
-	if f&(evNAK|evRNR) != 0 && e.peer >= 0 {
+	if f&(evNAK|evRNR) != 0 && h.peer >= 0 {
 		// The NAK asks the requester, on the reverse direction, to
 		// send again: the cause of its next retransmission episode.
-		req := s.tab.at(e.peer)
-		req.flags |= entNAKed
+		t.hot[h.peer].flags |= entNAKed
+		req := &t.cold[h.peer]
 		req.nakAt, req.nakSyn = ev.time, ev.aeth
 	}
 	if f&(evFullMTU|evOnly) != 0 {
-		s.learnMTU(e, ev)
+		s.learnMTU(h, ev)
 	}
 	if f&evRequest != 0 {
-		s.trackPSN(e, r, win, ev)
-		e.lastReq = ev.time
+		s.trackPSN(h, c, late, win, ev)
+		h.lastReq = ev.time
 	}
-	if f&(evReadRespHead|evAck) != 0 && e.peer >= 0 {
-		s.matchLatency(e, win, ev)
+	if f&(evReadRespHead|evAck) != 0 && h.peer >= 0 {
+		s.matchLatency(h, win, ev)
 	}
 }
 
@@ -530,8 +378,8 @@ func frameRun(slot uint32, ev *event) Run {
 	return r
 }
 
-// countFlags counts the rarer per-frame facts.
-func countFlags(r *FlowRecord, f uint16) {
+// countFlags counts the rarer per-frame facts into the counters c.
+func countFlags(c *[numFlowCounters]uint64, f uint16) {
 	for _, x := range [...]struct {
 		flag uint16
 		c    FlowCounter
@@ -540,49 +388,50 @@ func countFlags(r *FlowRecord, f uint16) {
 		{evAck, FlowAcks}, {evNAK, FlowNAKs}, {evRNR, FlowRNRNAKs}, {evCNP, FlowCNPCarried},
 	} {
 		if f&x.flag != 0 {
-			r.C[x.c]++
+			c[x.c]++
 		}
 	}
 }
 
-// counters returns where the frame of entry e (at slab position idx) in the
-// open window win counts: e's own counters when they are win's, else e's
-// record in win's flow list (a late frame of a flow that moved on), which
-// is made when the flow has none there yet; in a late part, always the
-// record. A flow's first frame in a newer window moves the counters of its
-// previous window into that window's flow list first. The pointer is valid
-// until the next call.
-func (s *shard) counters(idx int32, e *entry, win *Window) *FlowRecord {
+// counters returns nil when the frame of the entry (h, c) at slab position
+// idx counts in the entry itself, its counts being the open window win's;
+// else (a late frame of a flow that moved on) the flow's record in win's
+// flow list, which is made when the flow has none there yet; in a late
+// part, always the record. A flow's first
+// frame in a newer window moves the counts of its previous window into that
+// window's flow list first. The pointer is valid until the next call.
+func (s *shard) counters(idx int32, h *hot, c *cold, win *Window) *FlowRecord {
 	w := win.Index()
 	switch {
-	case e.win == w:
-		return &e.rec
-	case e.win < w && !win.late:
-		if e.win != noWindow {
-			s.materialize(e, s.open.get(e.win))
+	case h.win == w:
+		return nil
+	case h.win < w && !win.late:
+		if h.win != noWindow {
+			s.materialize(h, c, s.open.get(h.win))
 		}
-		e.rec = FlowRecord{Key: e.rec.Key}
-		e.win, e.slot, e.nruns = w, 0, 0
-		e.lastWin = max(e.lastWin, w)
+		h.win, h.nruns = w, 0
+		c.lastWin = max(c.lastWin, w)
 		s.active[w&1] = append(s.active[w&1], idx)
-		return &e.rec
+		return nil
 	}
-	if e.prevWin != w {
-		e.prevWin, e.prevRec = w, int32(len(win.Flows))
-		e.stamp(addFlow(win, &FlowRecord{Key: e.rec.Key}))
+	if c.prevWin != w {
+		c.prevWin, c.prevRec = w, int32(len(win.Flows))
+		f := newFlow(win)
+		*f = FlowRecord{Key: h.key}
+		h.stamp(c, f)
 	}
-	return &win.Flows[e.prevRec]
+	return &win.Flows[c.prevRec]
 }
 
 // record returns the counters of entry idx in window win when the flow sent
 // a frame there, or nil.
-func (s *shard) record(idx int32, win *Window) *FlowRecord {
-	e := s.tab.at(idx)
+func (s *shard) record(idx int32, win *Window) *[numFlowCounters]uint64 {
+	h, c := &s.tab.hot[idx], &s.tab.cold[idx]
 	switch w := win.Index(); w {
-	case e.win:
-		return &e.rec
-	case e.prevWin:
-		return &win.Flows[e.prevRec]
+	case h.win:
+		return h.tally(c)
+	case c.prevWin:
+		return &win.Flows[c.prevRec].C
 	}
 	return nil
 }
@@ -591,30 +440,28 @@ func (s *shard) record(idx int32, win *Window) *FlowRecord {
 // table is full, and pairs it with its reverse direction. It returns -1 when
 // the flow cannot be held.
 func (s *shard) admit(ev *event) int32 {
-	if s.tab.full() {
+	t := s.tab
+	if t.full() {
 		win := s.open.oldest() // one is open whenever a frame is handled
-		v := s.tab.victim(win.Index())
+		v := t.victim(win.Index())
 		if v < 0 {
 			return -1
 		}
 		s.evict(v)
 		win.Counters[Evictions]++
 	}
-	idx := s.tab.insert(&ev.key, ev.hash)
-	e := s.tab.at(idx)
-	e.sport = ev.sport
+	idx := t.insert(&ev.key, ev.hash)
+	h := &t.hot[idx]
+	h.sport = ev.sport
 	if ev.sport == 0 {
 		return idx
 	}
-	ck := connKey{src: ev.key.Src, dst: ev.key.Dst, sport: ev.sport}
-	if _, ok := s.conns[ck]; !ok {
-		s.conns[ck] = idx
-	}
-	if j, ok := s.conns[connKey{src: ev.key.Dst, dst: ev.key.Src, sport: ev.sport}]; ok {
-		if r := s.tab.at(j); r.peer < 0 {
-			e.peer, r.peer = j, idx
-			e.sqp, r.sqp = r.rec.Key.DQP, e.rec.Key.DQP
-			e.flags |= entSQPKnown
+	t.addConn(idx)
+	if j := t.conn(&ev.key.Dst, &ev.key.Src, ev.sport); j >= 0 {
+		if r := &t.hot[j]; r.peer < 0 {
+			h.peer, r.peer = j, idx
+			h.sqp, r.sqp = r.key.DQP, h.key.DQP
+			h.flags |= entSQPKnown
 			r.flags |= entSQPKnown
 		}
 	}
@@ -623,15 +470,12 @@ func (s *shard) admit(ev *event) int32 {
 
 // evict removes the idle entry at v.
 func (s *shard) evict(v int32) {
-	e := s.tab.at(v)
-	if e.peer >= 0 {
-		s.tab.at(e.peer).peer = -1
+	t := s.tab
+	if h := &t.hot[v]; h.peer >= 0 {
+		t.hot[h.peer].peer = -1
 	}
-	ck := connKey{src: e.rec.Key.Src, dst: e.rec.Key.Dst, sport: e.sport}
-	if j, ok := s.conns[ck]; ok && j == v {
-		delete(s.conns, ck)
-	}
-	s.tab.remove(v)
+	t.removeConn(v)
+	t.remove(v)
 }
 
 // untracked accounts a frame of a flow the table cannot hold: only the
@@ -648,12 +492,12 @@ func (s *shard) untracked(win *Window, ev *event) {
 // itself for requests and on the requester's flow for READ responses: a
 // full-size First or Middle packet shows it exactly, an ONLY packet bounds
 // it from below (the path MTU is a power of two from 256 to 4096).
-func (s *shard) learnMTU(e *entry, ev *event) {
-	req := e
+func (s *shard) learnMTU(h *hot, ev *event) {
+	req := h
 	switch {
 	case ev.flags&evRequest != 0:
-	case ev.flags&evReadResp != 0 && e.peer >= 0:
-		req = s.tab.at(e.peer)
+	case ev.flags&evReadResp != 0 && h.peer >= 0:
+		req = &s.tab.hot[h.peer]
 	default:
 		return
 	}
@@ -666,67 +510,80 @@ func (s *shard) learnMTU(e *entry, ev *event) {
 	}
 }
 
+// counts returns the counters a rare fact of a frame counts in: late's
+// when the frame is late, else the entry's tally.
+func counts(h *hot, c *cold, late *FlowRecord) *[numFlowCounters]uint64 {
+	if late != nil {
+		return &late.C
+	}
+	return h.tally(c)
+}
+
 // trackPSN follows the request PSNs of a flow (24-bit arithmetic): a PSN
 // ahead of the expected one is a gap; one behind it is out of order when it
 // is one the last gap skipped and the responder has not NAKed since, else a
-// retransmission.
-func (s *shard) trackPSN(e *entry, r *FlowRecord, win *Window, ev *event) {
-	if e.flags&entPSNValid != 0 {
-		d := (ev.psn - e.epsn) & psnMask
+// retransmission. late is the record of a late frame, nil for one counted
+// in the entry.
+func (s *shard) trackPSN(h *hot, c *cold, late *FlowRecord, win *Window, ev *event) {
+	if h.flags&entPSNValid != 0 {
+		d := (ev.psn - h.epsn) & psnMask
 		switch {
 		case d == 0:
 		case d < psnHalf:
-			if d > e.slack {
-				r.C[FlowPSNGaps]++
+			if h.flags&entSlack == 0 || d > c.slack {
+				counts(h, c, late)[FlowPSNGaps]++
 				win.Counters[PSNGaps]++
-				e.gapLo, e.gapHi = e.epsn, ev.psn
-				e.flags = e.flags&^entNAKed | entGap
+				c.gapLo, c.gapHi = h.epsn, ev.psn
+				h.flags = h.flags&^entNAKed | entGap
 			}
 		default:
 			// Behind the expected PSN: a PSN the last gap skipped that
 			// comes before the responder complained arrives out of
 			// order; anything else is sent again.
-			if e.flags&(entGap|entNAKed) == entGap && (ev.psn-e.gapLo)&psnMask < (e.gapHi-e.gapLo)&psnMask {
-				r.C[FlowOutOfOrder]++
+			if h.flags&(entGap|entNAKed) == entGap && (ev.psn-c.gapLo)&psnMask < (c.gapHi-c.gapLo)&psnMask {
+				counts(h, c, late)[FlowOutOfOrder]++
 				win.Counters[OutOfOrder]++
-				if ev.psn == e.gapLo {
-					e.gapLo = (e.gapLo + 1) & psnMask
+				if ev.psn == c.gapLo {
+					c.gapLo = (c.gapLo + 1) & psnMask
 				}
 				return
 			}
-			r.C[FlowRetransmits]++
+			counts(h, c, late)[FlowRetransmits]++
 			win.Counters[Retransmits]++
-			s.resent(e, win, ev)
+			s.resent(h, c, win, ev)
 			if ev.flags&(evReadReq|evAckReq) != 0 {
-				e.await(win, ev, true)
+				c.await(win, ev, true)
 			}
 			return
 		}
 	}
-	if e.flags&entEpisode != 0 {
+	if h.flags&entEpisode != 0 {
 		// A new PSN ends the episode.
-		e.flags &^= entEpisode
-		if e.win != noWindow {
-			e.endEpisode(s.open.get(e.win))
+		h.flags &^= entEpisode
+		if h.win != noWindow {
+			h.endEpisode(c, s.open.get(h.win))
 		}
 	}
-	e.flags |= entPSNValid
-	n, slack := uint32(1), uint32(0)
+	h.flags = h.flags&^entSlack | entPSNValid
+	n := uint32(1)
 	if ev.flags&evReadReq != 0 {
 		// A READ request consumes one PSN per response packet: exactly
 		// known with the path MTU, else between the counts the largest
 		// MTU and the smallest possible one give.
 		packets := func(mtu uint32) uint32 { return max(1, (ev.dmaLen+mtu-1)/mtu) }
-		if e.pmtu >= minPMTU {
-			n = packets(uint32(e.pmtu))
+		if h.pmtu >= minPMTU {
+			n = packets(uint32(h.pmtu))
 		} else {
 			n = packets(maxPMTU)
-			slack = packets(max(minPMTU, uint32(e.pmtuMin))) - n
+			if slack := packets(max(minPMTU, uint32(h.pmtuMin))) - n; slack != 0 {
+				c.slack = slack
+				h.flags |= entSlack
+			}
 		}
 	}
-	e.epsn, e.slack = (ev.psn+n)&psnMask, slack
+	h.epsn = (ev.psn + n) & psnMask
 	if ev.flags&(evReadReq|evAckReq) != 0 {
-		e.await(win, ev, false)
+		c.await(win, ev, false)
 	}
 }
 
@@ -734,85 +591,87 @@ func (s *shard) trackPSN(e *entry, r *FlowRecord, win *Window, ev *event) {
 // again (resent) is waited for from this, its latest transmission: it
 // replaces the earlier transmission's wait when that is still remembered,
 // so that an answer to the resend is not timed from a lost first copy.
-func (e *entry) await(win *Window, ev *event, resent bool) {
+func (c *cold) await(win *Window, ev *event, resent bool) {
 	kind := pendAck
 	if ev.flags&evReadReq != 0 {
 		kind = pendRead
 	}
 	if resent {
-		for i := range e.pend {
-			if p := &e.pend[i]; p.kind == kind && p.psn == ev.psn {
+		for i := range c.pend {
+			if p := &c.pend[i]; p.kind == kind && p.psn == ev.psn {
 				p.t = ev.time
 				return
 			}
 		}
 	}
-	p := &e.pend[e.pendAt]
+	p := &c.pend[c.pendAt]
 	if p.kind == pendRead {
 		win.Counters[ReadLatencyUnmatched]++
 	}
 	*p = pending{t: ev.time, psn: ev.psn, kind: kind}
-	e.pendAt = (e.pendAt + 1) % pendSize
+	c.pendAt = (c.pendAt + 1) % pendSize
 }
 
-// resent accounts a request frame of e sent again: the first of an episode
-// takes its cause from the NAK or RNR NAK the responder sent since the last
-// episode, else it is a timeout, stalled since the flow's last request. The
-// frame counts in the episode's record in win's list, which it makes when
-// the episode has none there yet; a flow has at most maxEpisodes records
-// in a window, and later episodes count into its last one. A late frame
-// (win is not the flow's current window) counts in the retransmits only.
-func (s *shard) resent(e *entry, win *Window, ev *event) {
-	if e.flags&entEpisode == 0 {
-		e.flags = e.flags&^entEpRecorded | entEpisode
-		e.epTrouble, e.epCause, e.epCode = e.lastReq, CauseTimeout, 0
-		if e.nakAt != 0 {
-			e.epTrouble, e.epCause, e.epCode = e.nakAt, CauseNAK, e.nakSyn&31
-			if e.nakSyn>>5 == 1 {
-				e.epCause = CauseRNR
+// resent accounts a request frame of the entry (h, c) sent again: the first
+// of an episode takes its cause from the NAK or RNR NAK the responder sent
+// since the last episode, else it is a timeout, stalled since the flow's
+// last request. The frame counts in the episode's record in win's list,
+// which it makes when the episode has none there yet; a flow has at most
+// maxEpisodes records in a window, and later episodes count into its last
+// one. A late frame (win is not the flow's current window) counts in the
+// retransmits only.
+func (s *shard) resent(h *hot, c *cold, win *Window, ev *event) {
+	if h.flags&entEpisode == 0 {
+		h.flags = h.flags&^entEpRecorded | entEpisode
+		c.epTrouble, c.epCause, c.epCode = h.lastReq, CauseTimeout, 0
+		if c.nakAt != 0 {
+			c.epTrouble, c.epCause, c.epCode = c.nakAt, CauseNAK, c.nakSyn&31
+			if c.nakSyn>>5 == 1 {
+				c.epCause = CauseRNR
 			}
 		}
-		e.nakAt = 0
-		e.epPSN = ev.psn
-		e.epStall = uint32(min(max(ev.time-e.epTrouble, 0), math.MaxUint32))
+		c.nakAt = 0
+		c.epPSN = ev.psn
+		c.epStall = uint32(min(max(ev.time-c.epTrouble, 0), math.MaxUint32))
 	}
-	if e.win != win.Index() || e.flags&entEpRecorded != 0 {
+	if h.win != win.Index() || h.flags&entEpRecorded != 0 {
 		return
 	}
 	// The record's Resent holds the flow's retransmits before the
 	// episode's first frame in the window until endEpisode, so that a
 	// frame touches nothing but the entry.
-	e.flags |= entEpRecorded
-	base := uint32(e.rec.C[FlowRetransmits]) - 1
-	if e.epN < maxEpisodes {
-		e.epAt, e.epN = int32(len(win.Retrans)), e.epN+1
-		trouble := e.epTrouble - win.Start
-		win.Retrans = append(win.Retrans, Retransmission{Key: e.rec.Key, Trouble: trouble,
-			First: trouble + int64(e.epStall), FirstPSN: e.epPSN, Cause: e.epCause, NAKCode: e.epCode, Resent: base})
+	h.flags |= entEpRecorded
+	base := uint32(c.c[FlowRetransmits]) - 1
+	if c.epN < maxEpisodes {
+		c.epAt, c.epN = int32(len(win.Retrans)), c.epN+1
+		trouble := c.epTrouble - win.Start
+		win.Retrans = append(win.Retrans, Retransmission{Key: h.key, Trouble: trouble,
+			First: trouble + int64(c.epStall), FirstPSN: c.epPSN, Cause: c.epCause, NAKCode: c.epCode, Resent: base})
 		return
 	}
-	rec := &win.Retrans[e.epAt]
+	rec := &win.Retrans[c.epAt]
 	rec.Merged, rec.Resent = true, base-rec.Resent
 }
 
 // endEpisode completes the record of the flow's retransmission episode in
 // win, the flow's current window, if it has one there: its frames resent,
 // and its last, the flow's last request.
-func (e *entry) endEpisode(win *Window) {
-	if e.flags&entEpRecorded == 0 {
+func (h *hot) endEpisode(c *cold, win *Window) {
+	if h.flags&entEpRecorded == 0 {
 		return
 	}
-	e.flags &^= entEpRecorded
-	rec := &win.Retrans[e.epAt]
-	rec.Resent = uint32(e.rec.C[FlowRetransmits]) - rec.Resent
-	rec.Last = e.lastReq - win.Start
-	rec.Ongoing = e.flags&entEpisode != 0
+	h.flags &^= entEpRecorded
+	rec := &win.Retrans[c.epAt]
+	rec.Resent = uint32(c.c[FlowRetransmits]) - rec.Resent
+	rec.Last = h.lastReq - win.Start
+	rec.Ongoing = h.flags&entEpisode != 0
 }
 
-// matchLatency pairs a READ response head or an ACK on e with the pending
-// requests of its peer, and records the latency on the requester's flow.
-func (s *shard) matchLatency(e *entry, win *Window, ev *event) {
-	req := s.tab.at(e.peer)
+// matchLatency pairs a READ response head or an ACK of the flow h with the
+// pending requests of its peer, and records the latency on the requester's
+// flow.
+func (s *shard) matchLatency(h *hot, win *Window, ev *event) {
+	req := &s.tab.cold[h.peer]
 	for i := range req.pend {
 		p := &req.pend[i]
 		var c FlowCounter
@@ -839,9 +698,9 @@ func (s *shard) matchLatency(e *entry, win *Window, ev *event) {
 		} else {
 			win.AckLatency.Add(float64(lat))
 		}
-		if r := s.record(e.peer, win); r != nil {
-			r.C[c]++
-			r.C[sum] += uint64(lat)
+		if r := s.record(h.peer, win); r != nil {
+			r[c]++
+			r[sum] += uint64(lat)
 		}
 	}
 }

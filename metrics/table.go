@@ -1,55 +1,63 @@
 package metrics
 
-// table is the bounded per-worker QP table: an open-addressing index
-// (linear probing, power-of-two size, load ≤ 1/2) over a slab of entries.
-// Entries never move, so their slab positions stay valid across index
-// growth and can be kept in per-window activity lists. The index grows by
-// doubling up to what the capacity needs; the slab grows with use, a chunk
-// of up to 8192 entries (4 MiB) at a time, so memory follows the number of
-// flows, bounded by the capacity, and growing copies nothing.
+import (
+	"runtime"
+
+	"github.com/rocescope/rocescope/decode"
+)
+
+// table is the bounded per-worker QP table: a slab of flow entries and an
+// open-addressing index over it. An entry is in two parts at the same slab
+// position of two arrays: hot, the two cache lines every frame of the flow
+// reads and writes, and cold, what only a new window, requests, responses,
+// NAKs and pairing touch. Entries never move, so their slab positions stay
+// valid across index growth and can be kept in per-window activity lists.
+// Both arrays are reserved at the capacity up front in regions that ask for
+// huge pages; their pages are committed as entries are first used, so
+// memory follows the number of flows, bounded by the capacity.
 type table struct {
-	slots  []slot
-	mask   uint64
-	chunks [][]entry // the slab; each chunk is page-aligned, so entries sit on cache lines
-	shift  uint      // log2 of the chunk length
-	n      int       // slab positions handed out
-	free   []int32   // slab positions of evicted entries, for reuse
-	max    int       // capacity in entries
-	used   int       // live entries
-	hand   int       // next slab position victim looks at
+	index
+	conns conns
+	hot   []hot
+	cold  []cold
+	fresh int     // slab positions below it have been used: above, entries are still zero
+	n     int     // slab positions handed out
+	free  []int32 // slab positions of evicted entries, for reuse
+	max   int     // capacity in entries
+	used  int     // live entries
+	hand  int     // next slab position victim looks at
+	mem   *tableMem
 }
 
-// slot is one index position: the slab position + 1 (0 = empty) and the high
-// half of the flow hash, to skip most key comparisons.
-type slot struct {
-	idx uint32
-	tag uint32
-}
+// tableMem is the memory of a table's arrays, freed when the table is
+// collected.
+type tableMem struct{ hot, cold, index, conns region }
 
-const initialSlots = 1 << 12
+func (m *tableMem) free() {
+	m.hot.free()
+	m.cold.free()
+	m.index.free()
+	m.conns.free()
+}
 
 // freeEntry marks the lastWin of a slab entry that holds no flow.
 const freeEntry = -1 << 63
 
-// maxChunkShift bounds a slab chunk to 2^13 entries.
-const maxChunkShift = 13
-
 func newTable(capacity int) *table {
-	shift := uint(0)
-	for shift < maxChunkShift && 1<<shift < capacity {
-		shift++
-	}
-	return &table{slots: make([]slot, initialSlots), mask: initialSlots - 1, shift: shift, max: capacity}
-}
-
-// at returns the entry at slab position i.
-func (t *table) at(i int32) *entry {
-	return &t.chunks[i>>t.shift][i&(1<<t.shift-1)]
+	t := &table{max: capacity, mem: new(tableMem)}
+	t.hot, t.mem.hot = makeArray[hot](capacity)
+	t.cold, t.mem.cold = makeArray[cold](capacity)
+	t.index.init(initialSlots, &t.mem.index)
+	t.conns.init(initialSlots, &t.mem.conns)
+	runtime.AddCleanup(t, (*tableMem).free, t.mem)
+	return t
 }
 
 // reset empties t, keeping its memory.
 func (t *table) reset() {
 	clear(t.slots)
+	clear(t.conns.slots)
+	t.conns.n = 0
 	t.n = 0
 	t.free = t.free[:0]
 	t.used, t.hand = 0, 0
@@ -63,7 +71,7 @@ func (t *table) lookup(key *FlowKey, h uint64) int32 {
 		if s.idx == 0 {
 			return -1
 		}
-		if s.tag == tag && t.at(int32(s.idx-1)).rec.Key == *key {
+		if s.tag == tag && t.hot[s.idx-1].key == *key {
 			return int32(s.idx - 1)
 		}
 	}
@@ -76,77 +84,101 @@ func (t *table) full() bool { return t.used >= t.max }
 // the entry reset. The table must not be full.
 func (t *table) insert(key *FlowKey, h uint64) int32 {
 	if 2*(t.used+1) > len(t.slots) {
-		t.grow()
+		t.grow(t.hashAt, &t.mem.index)
 	}
 	var idx int32
 	if n := len(t.free); n > 0 {
 		idx = t.free[n-1]
 		t.free = t.free[:n-1]
 	} else {
-		if t.n == len(t.chunks)<<t.shift {
-			t.chunks = append(t.chunks, make([]entry, 1<<t.shift))
-		}
 		idx = int32(t.n)
 		t.n++
 	}
-	t.at(idx).init(*key, h)
+	t.hot[idx] = hot{key: *key, win: noWindow, peer: -1}
+	c := &t.cold[idx]
+	if int(idx) < t.fresh {
+		*c = cold{}
+	}
+	t.fresh = max(t.fresh, int(idx)+1)
+	c.hash, c.lastWin, c.prevWin, c.epAt = h, noWindow, noWindow, -1
 	t.place(uint32(idx), h)
 	t.used++
 	return idx
 }
 
-// place puts slab position idx into the index at the first free slot from
-// h's home.
-func (t *table) place(idx uint32, h uint64) {
-	i := h & t.mask
-	for t.slots[i].idx != 0 {
-		i = (i + 1) & t.mask
-	}
-	t.slots[i] = slot{idx: idx + 1, tag: uint32(h >> 32)}
-}
+// hashAt returns the flow hash of the entry at slab position idx.
+func (t *table) hashAt(idx uint32) uint64 { return t.cold[idx].hash }
 
-// grow doubles the index and re-places every live entry.
-func (t *table) grow() {
-	old := t.slots
-	t.slots = make([]slot, 2*len(old))
-	t.mask = uint64(len(t.slots) - 1)
-	for _, s := range old {
-		if s.idx != 0 {
-			t.place(s.idx-1, t.at(int32(s.idx-1)).hash)
-		}
-	}
-}
-
-// remove deletes the entry at slab position idx, with backward-shift
-// deletion so no tombstones are needed.
+// remove deletes the entry at slab position idx.
 func (t *table) remove(idx int32) {
-	h := t.at(idx).hash
-	i := h & t.mask
-	for t.slots[i].idx != uint32(idx)+1 {
-		i = (i + 1) & t.mask
-	}
-	for {
-		t.slots[i] = slot{}
-		j := i
-		for {
-			j = (j + 1) & t.mask
-			s := t.slots[j]
-			if s.idx == 0 {
-				t.free = append(t.free, idx)
-				t.at(idx).lastWin = freeEntry
-				t.used--
-				return
-			}
-			home := t.at(int32(s.idx-1)).hash & t.mask
-			// Move s back into the hole at i unless its home lies
-			// cyclically in (i, j].
-			if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
-				t.slots[i] = s
-				i = j
-				break
-			}
+	t.index.remove(uint32(idx), t.cold[idx].hash, t.hashAt)
+	t.free = append(t.free, idx)
+	t.cold[idx].lastWin = freeEntry
+	t.used--
+}
+
+// conns is the index of the connections of a RoCEv2 table's flows: one
+// flow per (source, destination, UDP source port), the first seen with
+// them, by which a new flow finds its reverse direction. It compares the
+// keys in the entries' hot parts.
+type conns struct {
+	index
+	n int // flows in the index
+}
+
+// pairHash is the hash of the connection index: of one direction, unlike
+// connHash.
+func pairHash(src, dst *decode.Addr, sport uint16) uint64 {
+	return mix64(mixAddr(*src) ^ mix64(mixAddr(*dst)+uint64(sport)))
+}
+
+// connAt returns the connection hash of the entry at slab position idx.
+func (t *table) connAt(idx uint32) uint64 {
+	h := &t.hot[idx]
+	return pairHash(&h.key.Src, &h.key.Dst, h.sport)
+}
+
+// conn returns the slab position of the flow the connection index holds
+// for (src, dst, sport), or -1.
+func (t *table) conn(src, dst *decode.Addr, sport uint16) int32 {
+	h := pairHash(src, dst, sport)
+	tag := uint32(h >> 32)
+	x := &t.conns
+	for i := h & x.mask; ; i = (i + 1) & x.mask {
+		s := x.slots[i]
+		if s.idx == 0 {
+			return -1
+		}
+		if e := &t.hot[s.idx-1]; s.tag == tag && e.sport == sport && e.key.Src == *src && e.key.Dst == *dst {
+			return int32(s.idx - 1)
 		}
 	}
+}
+
+// addConn adds the flow at slab position idx to the connection index
+// unless it holds one of the flow's connection already.
+func (t *table) addConn(idx int32) {
+	h := &t.hot[idx]
+	if t.conn(&h.key.Src, &h.key.Dst, h.sport) >= 0 {
+		return
+	}
+	x := &t.conns
+	if 2*(x.n+1) > len(x.slots) {
+		x.grow(t.connAt, &t.mem.conns)
+	}
+	x.place(uint32(idx), t.connAt(uint32(idx)))
+	x.n++
+}
+
+// removeConn removes the flow at slab position idx from the connection
+// index if it is the one held there.
+func (t *table) removeConn(idx int32) {
+	h := &t.hot[idx]
+	if h.sport == 0 || t.conn(&h.key.Src, &h.key.Dst, h.sport) != idx {
+		return
+	}
+	t.conns.remove(uint32(idx), t.connAt(uint32(idx)), t.connAt)
+	t.conns.n--
 }
 
 // victim returns the slab position of an entry last active before window
@@ -162,9 +194,86 @@ func (t *table) victim(oldest int64) int32 {
 		if t.hand >= n {
 			t.hand = 0
 		}
-		if lw := t.at(int32(i)).lastWin; lw != freeEntry && lw < oldest {
+		if lw := t.cold[i].lastWin; lw != freeEntry && lw < oldest {
 			return int32(i)
 		}
 	}
 	return -1
+}
+
+// index is an open-addressing hash index of slab positions (linear
+// probing, power-of-two size, load ≤ 1/2) in a region of its own; the
+// table and the shard's connection index use it.
+type index struct {
+	slots []slot
+	mask  uint64
+}
+
+// slot is one index position: the slab position + 1 (0 = empty) and the high
+// half of the hash, to skip most key comparisons.
+type slot struct {
+	idx uint32
+	tag uint32
+}
+
+const initialSlots = 1 << 12
+
+// init makes x empty with n slots in a new region, kept in *r, which it
+// frees.
+func (x *index) init(n int, r *region) {
+	r.free()
+	x.slots, *r = makeArray[slot](n)
+	x.mask = uint64(n - 1)
+}
+
+// place puts slab position idx into the index at the first free slot from
+// h's home.
+func (x *index) place(idx uint32, h uint64) {
+	i := h & x.mask
+	for x.slots[i].idx != 0 {
+		i = (i + 1) & x.mask
+	}
+	x.slots[i] = slot{idx: idx + 1, tag: uint32(h >> 32)}
+}
+
+// grow doubles the index, in a new region kept in *r, and re-places every
+// position with the hash hash gives for it.
+func (x *index) grow(hash func(idx uint32) uint64, r *region) {
+	old, oldMem := x.slots, *r
+	*r = region{}
+	x.init(2*len(old), r)
+	for _, s := range old {
+		if s.idx != 0 {
+			x.place(s.idx-1, hash(s.idx-1))
+		}
+	}
+	oldMem.free()
+}
+
+// remove deletes slab position idx, whose hash is h, with backward-shift
+// deletion so no tombstones are needed; hash gives the hash of the others.
+func (x *index) remove(idx uint32, h uint64, hash func(idx uint32) uint64) {
+	i := h & x.mask
+	for x.slots[i].idx != idx+1 {
+		i = (i + 1) & x.mask
+	}
+	for {
+		x.slots[i] = slot{}
+		j := i
+		for {
+			j = (j + 1) & x.mask
+			s := x.slots[j]
+			if s.idx == 0 {
+				return
+			}
+			home := hash(s.idx-1) & x.mask
+			// Move s back into the hole at i unless its home lies
+			// cyclically in (i, j].
+			if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
+				x.slots[i] = s
+				i = j
+				break
+			}
+		}
+	}
 }

@@ -37,9 +37,13 @@ func TestTableAgainstMap(t *testing.T) {
 			delete(want, k)
 		case !ok && !tab.full():
 			idx := tab.insert(&k, h)
-			if tab.at(idx).rec.Key != k || tab.at(idx).hash != h || tab.at(idx).peer != -1 {
-				t.Fatalf("step %d: inserted entry %+v", step, *tab.at(idx))
+			if e, c := &tab.hot[idx], &tab.cold[idx]; e.key != k || c.hash != h || e.peer != -1 || e.win != noWindow ||
+				c.lastWin != noWindow || c.prevWin != noWindow || c.epAt != -1 || c.pend != [pendSize]pending{} {
+				t.Fatalf("step %d: inserted entry %+v %+v", step, *e, *c)
 			}
+			// Dirty the entry as a flow would, so that a reuse of
+			// its slab position must reset it.
+			tab.cold[idx].pend[3].t, tab.hot[idx].bytes = 5, 7
 			want[k] = idx
 		case !ok && len(want) != capacity:
 			t.Fatalf("step %d: table full with %d of %d entries", step, len(want), capacity)
@@ -63,7 +67,7 @@ func TestTableVictim(t *testing.T) {
 	keys := []FlowKey{testKey(1), testKey(2), testKey(3), testKey(4)}
 	for i, k := range keys {
 		idx := tab.insert(&k, k.Hash(1))
-		tab.at(idx).lastWin = int64(10 + i)
+		tab.cold[idx].lastWin = int64(10 + i)
 	}
 	if !tab.full() {
 		t.Fatal("table of capacity 4 with 4 entries is not full")
@@ -75,7 +79,7 @@ func TestTableVictim(t *testing.T) {
 	// Only the entry idle since window 10 is older than window 11, and the
 	// clock hand finds it wherever it stands.
 	for range 2 * len(keys) {
-		if v := tab.victim(11); v < 0 || tab.at(v).rec.Key != keys[0] {
+		if v := tab.victim(11); v < 0 || tab.hot[v].key != keys[0] {
 			t.Fatalf("victim before window 11 = %d, want the entry of %v", v, keys[0])
 		}
 	}
@@ -86,43 +90,63 @@ func TestTableVictim(t *testing.T) {
 		if v < 0 {
 			t.Fatal("victim before window 12 = -1")
 		}
-		seen[tab.at(v).rec.Key]++
+		seen[tab.hot[v].key]++
 	}
 	if seen[keys[0]] != 2 || seen[keys[1]] != 2 {
 		t.Errorf("victims before window 12: %v, want keys 1 and 2 twice each", seen)
 	}
 }
 
-// TestEntryLayout checks the cache-line layout handleBatch's fetches rely
-// on.
+// TestEntryLayout checks the cache-line layout handle and handleBatch
+// rely on: what a data packet or an ACK of a known flow reads and writes
+// on the two lines of the hot part, the activity profile on a line of its
+// own in the cold part.
 func TestEntryLayout(t *testing.T) {
-	var e entry
-	line := func(off uintptr) uintptr { return off / 64 }
-	if s := unsafe.Sizeof(e); s != entrySize {
-		t.Errorf("entry is %d bytes, want %d", s, entrySize)
+	var h hot
+	var c cold
+	if s := unsafe.Sizeof(h); s != hotSize {
+		t.Errorf("hot part is %d bytes, want %d", s, hotSize)
 	}
-	for _, c := range []struct {
-		name string
-		off  uintptr
-		want uintptr
+	if s := unsafe.Sizeof(c); s != coldSize {
+		t.Errorf("cold part is %d bytes, want %d", s, coldSize)
+	}
+	line := func(off uintptr) uintptr { return off / 64 }
+	for _, f := range []struct {
+		name     string
+		off, end uintptr // the field is at [off, end)
+		want     uintptr
 	}{
-		{"hash", unsafe.Offsetof(e.hash), 0},
-		{"key", unsafe.Offsetof(e.rec) + unsafe.Offsetof(e.rec.Key), 0},
-		{"key end", unsafe.Offsetof(e.rec) + unsafe.Offsetof(e.rec.Key) + unsafe.Sizeof(e.rec.Key) - 1, 0},
-		{"activity", unsafe.Offsetof(e.rec) + unsafe.Offsetof(e.rec.Act), 1},
-		{"activity end", unsafe.Offsetof(e.rec) + unsafe.Offsetof(e.rec.Act) + unsafe.Sizeof(e.rec.Act) - 1, 1},
-		{"opcode mix", unsafe.Offsetof(e.rec) + unsafe.Offsetof(e.rec.Ops), 2},
-		{"packets", unsafe.Offsetof(e.rec) + unsafe.Offsetof(e.rec.C) + 8*uintptr(FlowPackets), 3},
-		{"bytes", unsafe.Offsetof(e.rec) + unsafe.Offsetof(e.rec.C) + 8*uintptr(FlowBytes), 3},
-		{"slot", unsafe.Offsetof(e.slot), 6},
-		{"epsn", unsafe.Offsetof(e.epsn), 6},
-		{"peer", unsafe.Offsetof(e.peer), 6},
-		{"flags", unsafe.Offsetof(e.flags), 6},
-		{"pmtu", unsafe.Offsetof(e.pmtu), 6},
-		{"lastReq", unsafe.Offsetof(e.lastReq), 6},
+		{"key", unsafe.Offsetof(h.key), unsafe.Offsetof(h.key) + unsafe.Sizeof(h.key), 0},
+		{"win", unsafe.Offsetof(h.win), unsafe.Offsetof(h.win) + 8, 0},
+		{"bytes", unsafe.Offsetof(h.bytes), unsafe.Offsetof(h.bytes) + 4, 0},
+		{"payload", unsafe.Offsetof(h.payload), unsafe.Offsetof(h.payload) + 4, 0},
+		{"packets", unsafe.Offsetof(h.packets), unsafe.Offsetof(h.packets) + 2, 0},
+		{"msgs", unsafe.Offsetof(h.msgs), unsafe.Offsetof(h.msgs) + 2, 0},
+		{"acks", unsafe.Offsetof(h.acks), unsafe.Offsetof(h.acks) + 2, 0},
+		{"flags", unsafe.Offsetof(h.flags), unsafe.Offsetof(h.flags) + 1, 0},
+		{"nruns", unsafe.Offsetof(h.nruns), unsafe.Offsetof(h.nruns) + 1, 0},
+		{"lastReq", unsafe.Offsetof(h.lastReq), unsafe.Offsetof(h.lastReq) + 8, 1},
+		{"runs", unsafe.Offsetof(h.runs), unsafe.Offsetof(h.runs) + unsafe.Sizeof(h.runs), 1},
+		{"epsn", unsafe.Offsetof(h.epsn), unsafe.Offsetof(h.epsn) + 4, 1},
+		{"peer", unsafe.Offsetof(h.peer), unsafe.Offsetof(h.peer) + 4, 1},
+		{"pmtu", unsafe.Offsetof(h.pmtu), unsafe.Offsetof(h.pmtuMin) + 2, 1},
+		{"opcode mix", unsafe.Offsetof(h.ops), unsafe.Offsetof(h.opN) + unsafe.Sizeof(h.opN), 1},
+		{"activity", unsafe.Offsetof(c.act), unsafe.Offsetof(c.act) + unsafe.Sizeof(c.act), 0},
+		{"hash", unsafe.Offsetof(c.hash), unsafe.Offsetof(c.hash) + 8, 1},
+		{"lastWin", unsafe.Offsetof(c.lastWin), unsafe.Offsetof(c.lastWin) + 8, 1},
+		{"prevWin", unsafe.Offsetof(c.prevWin), unsafe.Offsetof(c.prevRec) + 4, 1},
 	} {
-		if got := line(c.off); got != c.want {
-			t.Errorf("%s at offset %d, line %d, want line %d", c.name, c.off, got, c.want)
+		if a, b := line(f.off), line(f.end-1); a != f.want || b != f.want {
+			t.Errorf("%s at [%d, %d), lines %d-%d, want line %d", f.name, f.off, f.end, a, b, f.want)
 		}
+	}
+	// The arrays start on a 128-byte boundary, so that each hot part is
+	// a pair of lines the processors fetch together.
+	tab := newTable(3)
+	if a := uintptr(unsafe.Pointer(&tab.hot[0])); a%128 != 0 {
+		t.Errorf("hot array at %#x, not on 128 bytes", a)
+	}
+	if a := uintptr(unsafe.Pointer(&tab.cold[0])); a%64 != 0 {
+		t.Errorf("cold array at %#x, not on a cache line", a)
 	}
 }

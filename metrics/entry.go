@@ -1,0 +1,217 @@
+package metrics
+
+import "math"
+
+// Entry flags (hot.flags).
+const (
+	entSQPKnown uint8 = 1 << iota
+	entPSNValid
+	entGap        // a gap left PSNs [gapLo, gapHi) missing
+	entNAKed      // the responder NAKed since the last gap: what follows is resent
+	entEpisode    // a retransmission episode is going on
+	entEpRecorded // the episode has its record at epAt in window win's list
+	entTally      // the cold tally holds counts of window win
+	entSlack      // the next request may skip cold.slack PSNs without a gap
+)
+
+// hotOps is how many opcodes the hot part of an entry counts apart.
+const hotOps = 4
+
+// hot is the part of a flow's table entry that a data packet or an ACK of
+// the flow reads and writes: two cache lines, 128 bytes, at a 128-byte
+// boundary, which the processors fetch together. Line 0 holds the key and
+// what every frame counts, line 1 the PSN tracking, the burst-slot runs on
+// their way into the activity profile and the opcode mix.
+//
+// Its counters are the flow's counts in window win since the last fold, in
+// narrow fields: a fold adds them to the cold tally before the next frame
+// could overflow one (at most every 65 535 frames), and when the flow's
+// counts go into the window's flow list (materialize) they are added to
+// the list record, with the tally when the flow has one.
+type hot struct {
+	key     FlowKey
+	win     int64  // window whose counts the entry holds, noWindow when it holds none
+	bytes   uint32 // FlowBytes since the last fold
+	payload uint32 // FlowPayloadBytes since the last fold
+	packets uint16 // FlowPackets since the last fold
+	msgs    uint16 // FlowMessages since the last fold
+	acks    uint16 // FlowAcks since the last fold
+	flags   uint8
+	nruns   uint8 // runs in runs
+
+	lastReq int64 // time of the last request frame
+	// Runs of consecutive burst slots of window win the flow sent in,
+	// the last growing with the flow's frames; a run that cannot join
+	// the last goes into the activity profile (the cold tally) with the
+	// other when there are two, so that a flow that sends now and then
+	// touches the profile on every other run.
+	runs    [2]slotRun
+	epsn    uint32 // expected PSN of the next request
+	peer    int32  // slab position of the reverse direction, -1 if unknown
+	sqp     uint32
+	pmtu    uint16 // path MTU learned from full-size packets, 0 if unknown
+	pmtuMin uint16 // lower bound of the path MTU from ONLY packets, 0 if none
+	sport   uint16
+	ops     [hotOps]uint8  // opcodes since the last fold, in order of first sight
+	opN     [hotOps]uint16 // their packets; 0 ends the list
+	_       [2]byte
+}
+
+// cold is the rest of a flow's table entry, 512 bytes: the tally (the
+// activity profile, on a line of its own, and the flow's counters and
+// opcode mix in window win beyond hot's, with hot's folded in), what a new
+// window and an eviction need, the PSN gap and retransmission episode, and
+// the requests waiting for their answers. A frame touches it only for what
+// is rare or for the pairing of requests and answers: a NAK, a PSN out of
+// line, a request that waits for an answer, an answer, a fold, and the
+// flow's first frame in a window.
+type cold struct {
+	act Activity // when in window win the flow sent, beyond hot's runs
+
+	hash    uint64
+	lastWin int64 // last window with a packet; freeEntry when the slab entry is free
+	prevWin int64 // window of the record at prevRec, noWindow for none
+	prevRec int32 // position of the flow's record in window prevWin's flow list
+	slack   uint32
+
+	// Retransmission episodes (Retransmission): the NAK the next one is
+	// caused by, and the one going on.
+	nakAt     int64 // time of a NAK or RNR NAK since the last episode, 0 for none
+	epTrouble int64
+	gapLo     uint32 // first PSN the last gap skipped
+	gapHi     uint32 // PSN that ended the last gap
+	epPSN     uint32 // first PSN sent again
+	epAt      int32  // position of the flow's last record in window win's list, -1 for none
+	epStall   uint32 // ns from the trouble to the first frame sent again (saturates at 2^32-1)
+	nakSyn    uint8  // AETH syndrome of the NAK at nakAt
+	epCause   Cause
+	epCode    uint8
+	epN       uint8 // records of the flow in window win's list
+	pendAt    uint8 // next pending slot to overwrite
+
+	pend [pendSize]pending
+	c    [numFlowCounters]uint64 // counters in window win, beyond hot's
+	ops  OpMix                   // opcode mix in window win, beyond hot's
+	_    [8]byte
+}
+
+// Sizes of the two parts (TestEntryLayout checks them).
+const (
+	hotSize  = 128
+	coldSize = 512
+)
+
+// slotRun is a run of consecutive burst slots of a flow on its way into
+// its activity profile: Run in 12 bytes.
+type slotRun struct {
+	bytes               uint32
+	start, end, ce, cnp uint16
+}
+
+// tally returns the counters of the cold tally, which then holds counts of
+// window win.
+func (h *hot) tally(c *cold) *[numFlowCounters]uint64 {
+	h.flags |= entTally
+	return &c.c
+}
+
+// count counts a frame of the flow in window win, in burst slot slot, and
+// its opcode: what every frame updates.
+func (h *hot) count(c *cold, ev *event, slot uint32) {
+	if h.packets == math.MaxUint16 || h.bytes > math.MaxUint32-ev.wire || h.payload > math.MaxUint32-ev.payload {
+		h.fold(h.tally(c), &c.ops)
+	}
+	h.bytes += ev.wire
+	h.payload += ev.payload
+	h.packets++
+	h.addSlot(c, slot, ev)
+	op := uint8(ev.opcode)
+	for i := range h.ops {
+		if h.opN[i] == 0 {
+			h.ops[i], h.opN[i] = op, 1
+			return
+		}
+		if h.ops[i] == op {
+			h.opN[i]++
+			return
+		}
+	}
+	// A fifth opcode since the last fold.
+	h.fold(h.tally(c), &c.ops)
+	h.ops[0], h.opN[0] = op, 1
+}
+
+// addSlot adds a frame in slot to the runs: to the last when the slot is
+// its last or the next and the run's bytes stay below 4 GiB, else as a new
+// run, after the runs went into the activity profile when there were two.
+// A run split at the 4 GiB mark joins again in the profile.
+func (h *hot) addSlot(c *cold, slot uint32, ev *event) {
+	s := uint16(slot)
+	var ce, cnp uint16
+	if ev.flags&evCE != 0 {
+		ce = 1
+	}
+	if ev.flags&evCNP != 0 {
+		cnp = 1
+	}
+	if n := h.nruns; n > 0 {
+		if r := &h.runs[n-1]; (r.end-1 == s || r.end == s) && r.bytes <= math.MaxUint32-ev.wire {
+			r.end, r.bytes = s+1, r.bytes+ev.wire
+			r.ce, r.cnp = satAdd16(r.ce, ce), satAdd16(r.cnp, cnp)
+			return
+		}
+		if int(n) == len(h.runs) {
+			h.tally(c)
+			h.flushRuns(&c.act)
+		}
+	}
+	h.runs[h.nruns] = slotRun{bytes: ev.wire, start: s, end: s + 1, ce: ce, cnp: cnp}
+	h.nruns++
+}
+
+// flushRuns moves the runs into the activity profile a.
+func (h *hot) flushRuns(a *Activity) {
+	for _, r := range h.runs[:h.nruns] {
+		a.add(Run{Start: r.start, End: r.end, Bytes: uint64(r.bytes), ECNCE: r.ce, CNP: r.cnp})
+	}
+	h.nruns = 0
+}
+
+// fold adds the counts h holds since the last fold to the counters c and
+// the opcode mix ops, and zeroes them.
+func (h *hot) fold(c *[numFlowCounters]uint64, ops *OpMix) {
+	c[FlowBytes] += uint64(h.bytes)
+	c[FlowPayloadBytes] += uint64(h.payload)
+	c[FlowPackets] += uint64(h.packets)
+	c[FlowMessages] += uint64(h.msgs)
+	c[FlowAcks] += uint64(h.acks)
+	for i, n := range h.opN {
+		if n == 0 {
+			break
+		}
+		ops.Add(h.ops[i], uint64(n))
+	}
+	h.bytes, h.payload, h.packets, h.msgs, h.acks = 0, 0, 0, 0, 0
+	h.opN = [hotOps]uint16{}
+}
+
+// record fills f, a new record of window win in its flow list, with the
+// flow's counts there and empties the entry's: the tally, then what hot
+// holds since the last fold.
+func (h *hot) record(c *cold, f *FlowRecord) {
+	*f = FlowRecord{Key: h.key}
+	if h.flags&entTally != 0 {
+		f.Act, f.C, f.Ops = c.act, c.c, c.ops
+		c.act, c.c, c.ops = Activity{}, [numFlowCounters]uint64{}, OpMix{}
+		h.flags &^= entTally
+	}
+	h.fold(&f.C, &f.Ops)
+	h.flushRuns(&f.Act)
+	h.stamp(c, f)
+}
+
+// stamp sets what a flow record takes from the entry rather than from its
+// frames: the source QP, the UDP source port and the flow hash.
+func (h *hot) stamp(c *cold, f *FlowRecord) {
+	f.SQP, f.SQPKnown, f.Sport, f.hash = h.sqp, h.flags&entSQPKnown != 0, h.sport, c.hash
+}

@@ -1,0 +1,33 @@
+package metrics
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// makeArray returns an array of n zero Ts, a type without pointers, and
+// the region it lives in, to be freed when nothing refers to the array any
+// more.
+func makeArray[T any](n int) ([]T, region) {
+	var zero T
+	size := int(unsafe.Sizeof(zero)) * n
+	if size == 0 {
+		return make([]T, n), region{}
+	}
+	b, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return make([]T, n), region{}
+	}
+	if unix.Madvise(b, unix.MADV_HUGEPAGE) == nil {
+		hugeAdvised.Add(1)
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n), region{b: b}
+}
+
+// free returns the region's memory to the kernel.
+func (r region) free() {
+	if r.b != nil {
+		_ = unix.Munmap(r.b)
+	}
+}
