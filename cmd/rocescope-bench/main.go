@@ -1,18 +1,23 @@
-// Command rocescope-bench measures rocescope's replay rate against two
+// Command rocescope-bench measures rocescope's replay rate against its
 // baselines in one run, on the same traces, each contestant in its own
 // process reading from the page cache: a bare walk over the pcap records
-// (the floor: reading alone), and tshark decoding the traces (fields
-// output, the usual tool). It builds rocescope, generates 128-byte-snap
-// traces with "rocescope gen" for each number of connections and frames,
-// runs each contestant several times and prints, per trace, the median run
-// of each: its rate, its CPU time per frame (user and system), its ratios to
-// the walk and to tshark, its peak resident memory and its page faults.
+// (the floor: reading alone), tshark decoding the traces (fields output,
+// the usual tool), and with --baseline rocescope built from another commit.
+// It builds rocescope, generates 128-byte-snap traces with "rocescope gen"
+// for each number of connections and each trace shape (frames over a span
+// of 1 s windows: by default 2 M frames over 4 windows, where the cost of a
+// cold start shows, and 12 M over 12, the steady state), runs the
+// contestants in rounds, one run of each per round so that a machine's
+// changing load falls on all alike, and prints per trace the median of
+// each: its rate, its CPU time per frame (user and system, from
+// getrusage), its ratio to the walk's rate, the ratio of its CPU per frame
+// to the baseline's, its peak resident memory and its minor page faults.
 //
-// Run it from the repository root (the default traces take about 3.5 GB in
-// --dir and a quarter of an hour):
+// Run it from the repository root (the default traces take about 7 GB in
+// --dir and most of an hour):
 //
 //	go run ./cmd/rocescope-bench
-//	go run ./cmd/rocescope-bench --conns 100000 --frames 2000000 --runs 5
+//	go run ./cmd/rocescope-bench --conns 100000 --traces 2000000/4s --runs 5 --baseline ac4ba8c
 package main
 
 import (
@@ -27,6 +32,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -77,7 +83,7 @@ type result struct {
 	elapsed time.Duration
 	cpu     time.Duration // user and system
 	maxRSS  int64         // bytes
-	faults  int64         // minor and major page faults
+	faults  int64         // minor page faults
 }
 
 // contestant is a command measured on a trace.
@@ -85,18 +91,51 @@ type contestant struct {
 	name string
 	args []string // command and arguments; the trace is appended
 	runs int
+	base int // index of the contestant it is compared with, -1 for none
+}
+
+// shape is the shape of a generated trace: frames over a span of time.
+type shape struct {
+	frames int
+	span   time.Duration
+}
+
+// parseShapes parses FRAMES/SPAN,...; a FRAMES alone spans the
+// generator's default time.
+func parseShapes(s string) ([]shape, error) {
+	var shapes []shape
+	for _, f := range strings.Split(s, ",") {
+		n, span, _ := strings.Cut(f, "/")
+		frames, err := strconv.Atoi(n)
+		if err != nil || frames <= 0 {
+			return nil, fmt.Errorf("--traces: %q: frames must be a positive number", f)
+		}
+		var d time.Duration
+		if span != "" {
+			if d, err = time.ParseDuration(span); err != nil || d <= 0 {
+				return nil, fmt.Errorf("--traces: %q: the span must be a positive duration such as 4s", f)
+			}
+		}
+		shapes = append(shapes, shape{frames, d})
+	}
+	return shapes, nil
 }
 
 func run(ctx context.Context, args []string) error {
 	fs := pflag.NewFlagSet("rocescope-bench", pflag.ContinueOnError)
 	conns := fs.IntSlice("conns", []int{10_000, 100_000, 1_000_000}, "RC connections of the traces")
-	frames := fs.IntSlice("frames", []int{2_000_000, 8_000_000}, "frames of the traces")
+	traces := fs.String("traces", "2000000/4s,12000000/12s", "shapes of the traces, FRAMES/SPAN,...: frames over a span of 1 s windows")
 	workers := fs.IntSlice("workers", []int{1, 2}, "worker counts of the replays")
 	snap := fs.Int("snaplen", 128, "cut frames to this many bytes (0: whole frames)")
-	runs := fs.Int("runs", 3, "runs of each contestant; the median counts")
+	runs := fs.Int("runs", 5, "rounds: runs of each contestant; the median counts")
+	baseline := fs.String("baseline", "", "also replay with rocescope built from this commit (built in a temporary worktree) and print the ratio of CPU per frame to it")
 	dir := fs.String("dir", filepath.Join(os.TempDir(), "rocescope-bench"), "where the binaries and traces go (kept between runs)")
 	tsharkMax := fs.Int("tshark-frames", 2_000_000, "run tshark (once) on traces of at most this many frames; 0: never")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	shapes, err := parseShapes(*traces)
+	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
@@ -106,6 +145,12 @@ func run(ctx context.Context, args []string) error {
 	if err := command(ctx, "go", "build", "-o", bin, "./cmd/rocescope").Run(); err != nil {
 		return fmt.Errorf("build rocescope (run from the repository root): %w", err)
 	}
+	var baseBin string
+	if *baseline != "" {
+		if baseBin, err = buildAt(ctx, *baseline, *dir); err != nil {
+			return err
+		}
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -113,80 +158,142 @@ func run(ctx context.Context, args []string) error {
 	_, err = exec.LookPath("tshark")
 	haveTshark := err == nil
 	host, _ := os.Hostname()
-	fmt.Printf("rocescope-bench on %s: %s/%s, %d CPUs, %s; traces of %d-byte frames in %s; median of %d runs\n\n",
+	fmt.Printf("rocescope-bench on %s: %s/%s, %d CPUs, %s; traces of %d-byte frames in %s; median of %d rounds\n\n",
 		host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), *snap, *dir, *runs)
 	// Fixed columns rather than a tabwriter: each trace's rows are printed
 	// as soon as they are measured, and still line up with the others.
-	const row = "%8v %9v %20v %7v %13v %8v %10v %13v %12v\n"
-	fmt.Printf(row, "conns", "frames", "contestant", "Mpps", "CPU ns/frame", "vs walk", "vs tshark", "peak RSS MiB", "page faults")
+	const row = "%8v %9v %6v %26v %7v %13v %8v %12v %13v %12v\n"
+	fmt.Printf(row, "conns", "frames", "span", "contestant", "Mpps", "CPU ns/frame", "vs walk", "CPU vs base", "peak RSS MiB", "minor faults")
 	for _, c := range *conns {
-		for _, n := range *frames {
-			trace := filepath.Join(*dir, fmt.Sprintf("gen-%d-%d-%d.pcap", n, c, *snap))
-			if err := generate(ctx, bin, trace, n, c, *snap); err != nil {
+		for _, sh := range shapes {
+			n := sh.frames
+			trace := filepath.Join(*dir, fmt.Sprintf("gen-%d-%d-%v-%d.pcap", n, c, sh.span, *snap))
+			if err := generate(ctx, bin, trace, sh, c, *snap); err != nil {
 				return err
 			}
-			list := []contestant{{name: "bare walk", args: []string{self, walkCommand}, runs: *runs}}
+			list := []contestant{{name: "bare walk", args: []string{self, walkCommand}, runs: *runs, base: -1}}
+			replay := func(bin string, w int) []string {
+				return []string{bin, "replay", "--workers", strconv.Itoa(w), "--format", "jsonl", "-o", os.DevNull, "--progress=false"}
+			}
 			for _, w := range *workers {
-				list = append(list, contestant{name: fmt.Sprintf("replay, %d worker(s)", w), runs: *runs,
-					args: []string{bin, "replay", "--workers", strconv.Itoa(w), "--format", "jsonl", "-o", os.DevNull, "--progress=false"}})
+				ct := contestant{name: fmt.Sprintf("replay, %d worker(s)", w), runs: *runs, args: replay(bin, w), base: -1}
+				if baseBin != "" {
+					ct.base = len(list) + 1
+					list = append(list, ct, contestant{name: fmt.Sprintf("%s, %d worker(s)", *baseline, w), runs: *runs,
+						args: replay(baseBin, w), base: -1})
+					continue
+				}
+				list = append(list, ct)
 			}
 			if haveTshark && n <= *tsharkMax {
-				list = append(list, contestant{name: "tshark -T fields", runs: 1,
+				list = append(list, contestant{name: "tshark -T fields", runs: 1, base: -1,
 					args: []string{"tshark", "-n", "--disable-protocol", "rpcordma", "-T", "fields", "-e", "infiniband.bth.opcode", "-r"}})
 			}
-			results := make([]result, len(list))
-			for i, ct := range list {
-				if results[i], err = median(ctx, ct, trace); err != nil {
-					return err
-				}
+			results, err := rounds(ctx, list, trace)
+			if err != nil {
+				return err
 			}
 			rate := func(r result) float64 { return float64(n) / r.elapsed.Seconds() }
+			perFrame := func(r result) float64 { return float64(r.cpu.Nanoseconds()) / float64(n) }
 			for i, ct := range list {
 				r := results[i]
-				vsT := "-"
-				if last := list[len(list)-1]; last.name == "tshark -T fields" && i != len(list)-1 {
-					vsT = fmt.Sprintf("%.0fx", rate(r)/rate(results[len(list)-1]))
+				vsBase := "-"
+				if ct.base >= 0 {
+					vsBase = fmt.Sprintf("%.2fx", perFrame(r)/perFrame(results[ct.base]))
 				}
-				fmt.Printf(row, c, n, ct.name, fmt.Sprintf("%.2f", rate(r)/1e6), fmt.Sprintf("%.0f", float64(r.cpu.Nanoseconds())/float64(n)),
-					fmt.Sprintf("%.2f", rate(r)/rate(results[0])), vsT, fmt.Sprintf("%.0f", float64(r.maxRSS)/(1<<20)), r.faults)
+				fmt.Printf(row, c, n, sh.span, ct.name, fmt.Sprintf("%.2f", rate(r)/1e6), fmt.Sprintf("%.0f", perFrame(r)),
+					fmt.Sprintf("%.3f", rate(r)/rate(results[0])), vsBase, fmt.Sprintf("%.0f", float64(r.maxRSS)/(1<<20)), r.faults)
 			}
 		}
 	}
 	return nil
 }
 
+// buildAt builds rocescope from commit rev of the repository in the working
+// directory, in a temporary worktree, into dir, and returns the binary.
+func buildAt(ctx context.Context, rev, dir string) (string, error) {
+	tree, err := os.MkdirTemp("", "rocescope-bench-baseline-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tree)
+	if err := command(ctx, "git", "worktree", "add", "--detach", tree, rev).Run(); err != nil {
+		return "", fmt.Errorf("--baseline %s: git worktree add: %w", rev, err)
+	}
+	defer command(context.Background(), "git", "worktree", "remove", "--force", tree).Run()
+	bin, err := filepath.Abs(filepath.Join(dir, "rocescope-"+strings.ReplaceAll(rev, "/", "_")))
+	if err != nil {
+		return "", err
+	}
+	build := command(ctx, "go", "build", "-o", bin, "./cmd/rocescope")
+	build.Dir = tree
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("--baseline %s: build: %w", rev, err)
+	}
+	return bin, nil
+}
+
 // generate writes the trace unless it is there already.
-func generate(ctx context.Context, bin, trace string, frames, conns, snap int) error {
+func generate(ctx context.Context, bin, trace string, sh shape, conns, snap int) error {
 	if _, err := os.Stat(trace); err == nil {
 		return nil
 	}
 	fmt.Fprintf(os.Stderr, "generating %s\n", trace)
 	tmp := trace + ".tmp"
-	gen := command(ctx, bin, "gen", "-o", tmp, "--packets", strconv.Itoa(frames), "--flows", strconv.Itoa(conns),
-		"--snaplen", strconv.Itoa(snap), "--seed", "1")
+	args := []string{"gen", "-o", tmp, "--packets", strconv.Itoa(sh.frames), "--flows", strconv.Itoa(conns),
+		"--snaplen", strconv.Itoa(snap), "--seed", "1"}
+	if sh.span > 0 {
+		args = append(args, "--duration", sh.span.String())
+	}
+	gen := command(ctx, bin, args...)
 	if err := gen.Run(); err != nil {
 		return fmt.Errorf("gen: %w", err)
 	}
 	return os.Rename(tmp, trace)
 }
 
-// median runs ct on trace ct.runs times and returns the run of median wall
-// time.
-func median(ctx context.Context, ct contestant, trace string) (result, error) {
-	var rs []result
-	for range max(ct.runs, 1) {
-		r, err := timed(ctx, append(slices.Clone(ct.args), trace))
-		if err != nil {
-			return r, err
+// rounds runs the contestants on trace in rounds, one run of each per
+// round (each ct.runs times in all), and returns the median run of each:
+// the run of median CPU time; its wall time, peak memory and faults are
+// the medians of theirs.
+func rounds(ctx context.Context, list []contestant, trace string) ([]result, error) {
+	all := make([][]result, len(list))
+	for round := 0; ; round++ {
+		ran := false
+		for i, ct := range list {
+			if round >= max(ct.runs, 1) {
+				continue
+			}
+			r, err := timed(ctx, append(slices.Clone(ct.args), trace))
+			if err != nil {
+				return nil, err
+			}
+			all[i] = append(all[i], r)
+			ran = true
 		}
-		rs = append(rs, r)
+		if !ran {
+			break
+		}
 	}
-	slices.SortFunc(rs, func(a, b result) int { return int(a.elapsed - b.elapsed) })
-	return rs[len(rs)/2], nil
+	med := make([]result, len(list))
+	for i, rs := range all {
+		m := func(f func(result) int64) int64 {
+			v := make([]int64, len(rs))
+			for k, r := range rs {
+				v[k] = f(r)
+			}
+			slices.Sort(v)
+			return v[len(v)/2]
+		}
+		med[i] = result{elapsed: time.Duration(m(func(r result) int64 { return int64(r.elapsed) })),
+			cpu:    time.Duration(m(func(r result) int64 { return int64(r.cpu) })),
+			maxRSS: m(func(r result) int64 { return r.maxRSS }), faults: m(func(r result) int64 { return r.faults })}
+	}
+	return med, nil
 }
 
 // timed runs a command to completion and returns its wall time, CPU time,
-// peak resident set size and page faults.
+// peak resident set size and minor page faults.
 func timed(ctx context.Context, args []string) (result, error) {
 	cmd := command(ctx, args[0], args[1:]...)
 	cmd.Stdout = io.Discard
@@ -201,7 +308,7 @@ func timed(ctx context.Context, args []string) (result, error) {
 	}
 	r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	r.maxRSS = ru.Maxrss * 1024
-	r.faults = ru.Minflt + ru.Majflt
+	r.faults = ru.Minflt
 	return r, nil
 }
 
