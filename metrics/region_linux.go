@@ -31,3 +31,21 @@ func (r region) free() {
 		_ = unix.Munmap(r.b)
 	}
 }
+
+// holds reports whether the array a lives in r.
+func (r *region) holds(a []FlowRecord) bool {
+	return r.b != nil && cap(a) > 0 && unsafe.Pointer(unsafe.SliceData(a)) == unsafe.Pointer(&r.b[0])
+}
+
+// resizeArray resizes the array of Ts in r to n, in place or moved (mremap
+// MREMAP_MAYMOVE: no byte is copied), and returns it; false when the
+// kernel refuses, with r unchanged.
+func resizeArray[T any](r *region, n int) ([]T, bool) {
+	var zero T
+	b, err := unix.Mremap(r.b, int(unsafe.Sizeof(zero))*n, unix.MREMAP_MAYMOVE)
+	if err != nil {
+		return nil, false
+	}
+	r.b = b
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n), true
+}

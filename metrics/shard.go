@@ -3,6 +3,7 @@ package metrics
 import (
 	"math"
 	"math/bits"
+	"runtime"
 
 	"github.com/rocescope/rocescope/decode"
 )
@@ -150,12 +151,14 @@ func (s *shard) lateWindow(w int64) *Window {
 	return win
 }
 
-// openWindow opens window w in the slot of its parity, with room for as many
-// flows as the last window had, at once instead of by doubling: a
-// million-flow window is 300 MB of records.
+// openWindow opens window w in the slot of its parity, with room for a
+// quarter more flows than the last window had, at once instead of by
+// doubling: a million-flow window is 350 MB of records, and a window with
+// a few more flows than the last would otherwise copy them all. Room not
+// used costs no memory (see growFlows).
 func (s *shard) openWindow(w int64) *Window {
 	win := s.pool.get(w)
-	win.Flows = growFlows(win.Flows, s.flows)
+	growFlows(win, s.flows+s.flows/4)
 	s.open.put(win)
 	return win
 }
@@ -234,24 +237,38 @@ func (s *shard) materialize(h *hot, c *cold, win *Window) {
 func newFlow(win *Window) *FlowRecord {
 	n := len(win.Flows)
 	if n == cap(win.Flows) {
-		win.Flows = growFlows(win.Flows, max(n, 64))
+		growFlows(win, max(n, 1024))
 	}
 	win.Flows = win.Flows[:n+1]
 	return &win.Flows[n]
 }
 
-// growFlows returns flows with room for n more records. Where append and
-// slices.Grow clear the room they add, so that every page of it is touched
-// (on this VM a fresh page costs 14 µs on first touch), a large make of
-// fresh memory touches nothing: only the records copied and those appended
-// later touch pages.
-func growFlows(flows []FlowRecord, n int) []FlowRecord {
+// growFlows gives the flow list of win room for n more records. The list
+// lives in a region of its own that grows in place or moves with mremap, so
+// that growing copies no record and touches no page, and first touches
+// cost a fault per 2 MiB where huge pages are on; a list that is not in
+// the window's region (it came from elsewhere: a state, a merge) moves into
+// a new one. The region is freed with the window.
+func growFlows(win *Window, n int) {
+	flows := win.Flows
 	if cap(flows)-len(flows) >= n {
-		return flows
+		return
 	}
-	grown := make([]FlowRecord, len(flows), len(flows)+n)
-	copy(grown, flows)
-	return grown
+	size := len(flows) + n
+	if r := win.flowMem; r != nil && r.holds(flows) {
+		if grown, ok := resizeArray[FlowRecord](r, size); ok {
+			win.Flows = grown[:len(flows)]
+			return
+		}
+	}
+	grown, r := makeArray[FlowRecord](size)
+	win.Flows = append(grown[:0], flows...)
+	if win.flowMem == nil {
+		win.flowMem = new(region)
+		runtime.AddCleanup(win, (*region).free, win.flowMem)
+	}
+	win.flowMem.free()
+	*win.flowMem = r
 }
 
 // sweep evicts every flow that sent nothing in window w or later, and

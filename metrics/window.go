@@ -62,6 +62,7 @@ type Window struct {
 	sketchConfig sketchConfig
 	order        flowOrder // scratch space of Normalize
 	late         bool      // a shard's late part of a window it closed before (shard.lateWindow)
+	flowMem      *region   // the mapping the shard that filled Flows grew it in, if any (see growFlows)
 }
 
 // CMMessage is what a connection management MAD tells about a connection:
