@@ -150,3 +150,58 @@ func TestEntryLayout(t *testing.T) {
 		t.Errorf("cold array at %#x, not on a cache line", a)
 	}
 }
+
+// TestConnsAgainstMap adds and removes the connections of random flows
+// and checks every lookup of the connection index against a Go map of the
+// first flow seen with each (source, destination, UDP source port).
+func TestConnsAgainstMap(t *testing.T) {
+	type conn struct {
+		src, dst decode.Addr
+		sport    uint16
+	}
+	const capacity = 6000
+	tab := newTable(capacity)
+	first := make(map[conn]int32)
+	live := make(map[FlowKey]int32)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for step := range 100000 {
+		// Few addresses and ports, so that connections hold several flows.
+		k := FlowKey{Src: decode.AddrFrom4([4]byte{10, 0, 0, byte(rng.IntN(40))}),
+			Dst: decode.AddrFrom4([4]byte{10, 0, 1, byte(rng.IntN(40))}), DQP: uint32(rng.IntN(4))}
+		sport := uint16(49152 + rng.IntN(3))
+		h := k.Hash(1)
+		if idx, ok := live[k]; ok {
+			if rng.IntN(2) == 0 {
+				c := conn{k.Src, k.Dst, tab.hot[idx].sport}
+				tab.removeConn(idx)
+				tab.remove(idx)
+				delete(live, k)
+				if first[c] == idx {
+					delete(first, c)
+				}
+			}
+		} else if !tab.full() {
+			idx := tab.insert(&k, h)
+			tab.hot[idx].sport = sport
+			tab.addConn(idx)
+			live[k] = idx
+			if _, ok := first[conn{k.Src, k.Dst, sport}]; !ok {
+				first[conn{k.Src, k.Dst, sport}] = idx
+			}
+		}
+		q := conn{decode.AddrFrom4([4]byte{10, 0, 0, byte(rng.IntN(40))}), decode.AddrFrom4([4]byte{10, 0, 1, byte(rng.IntN(40))}), uint16(49152 + rng.IntN(3))}
+		want, ok := first[q]
+		if !ok {
+			want = -1
+		}
+		if got := tab.conn(&q.src, &q.dst, q.sport); got != want {
+			t.Fatalf("step %d: conn(%v) = %d, want %d", step, q, got, want)
+		}
+		if tab.conns.n != len(first) {
+			t.Fatalf("step %d: %d connections indexed, want %d", step, tab.conns.n, len(first))
+		}
+	}
+	if 2*tab.conns.n > len(tab.conns.slots) {
+		t.Errorf("load %d/%d above one half", tab.conns.n, len(tab.conns.slots))
+	}
+}

@@ -27,7 +27,7 @@ run() {
 	"$bin" replay --host h --progress=false --keep-going "$@" -o "$out/r.jsonl" "$trace" >/dev/null 2>>"$out/stderr" || true
 	"$bin" replay --host h --progress=false --keep-going "$@" --summary -o "$out/summary.jsonl" "$trace" >/dev/null 2>>"$out/stderr" || true
 	# The run's own time is the one thing that may differ.
-	sed -i -E 's/ in [0-9.]+[µmn]?s \([0-9.]+ [kM]?frames\/s\)$//' "$out/stderr"
+	sed -i -E 's/ in [0-9.hmµns]+ \([0-9.]+ [kM]?frames\/s\)$//' "$out/stderr"
 }
 
 n=0
