@@ -243,12 +243,13 @@ func newFlow(win *Window) *FlowRecord {
 	return &win.Flows[n]
 }
 
-// growFlows gives the flow list of win room for n more records. The list
-// lives in a region of its own that grows in place or moves with mremap, so
-// that growing copies no record and touches no page, and first touches
-// cost a fault per 2 MiB where huge pages are on; a list that is not in
-// the window's region (it came from elsewhere: a state, a merge) moves into
-// a new one. The region is freed with the window.
+// growFlows gives the flow list of win room for n more records: a shard's
+// list as it fills, or a merge's. The list lives in a region of its own
+// that grows in place or moves with mremap, so that growing copies no
+// record and touches no page, and first touches cost a fault per 2 MiB
+// where huge pages are on; a list that is not in the window's region (it
+// came from elsewhere: a state, a merge) moves into a new one. The region
+// is freed with the window.
 func growFlows(win *Window, n int) {
 	flows := win.Flows
 	if cap(flows)-len(flows) >= n {

@@ -191,6 +191,7 @@ func (w *Window) merge(o *Window, disjoint bool) error {
 	w.cover(o.From, o.To)
 	w.Burst = max(w.Burst, o.Burst)
 	w.Counters.Add(&o.Counters)
+	growFlows(w, len(o.Flows)) // in the window's region, not the heap: see growFlows
 	w.Flows = append(w.Flows, o.Flows...)
 	w.CM = append(w.CM, o.CM...)
 	w.Pauses = append(w.Pauses, o.Pauses...)
