@@ -9,6 +9,7 @@ import (
 
 	"github.com/rocescope/rocescope/capture/synth"
 	"github.com/rocescope/rocescope/decode"
+	iframe "github.com/rocescope/rocescope/internal/frame"
 )
 
 // capturesDir holds the real captures of other people (see its README).
@@ -72,7 +73,7 @@ func TestChecksums(t *testing.T) {
 		if b[l4+6] != 0 || b[l4+7] != 0 {
 			t.Errorf("frame %d: RoCE UDP checksum %#x", i+1, b[l4+6:l4+8])
 		}
-		if got, want := binary.LittleEndian.Uint32(b[end-4:]), synth.ICRC(b, ip, l4, end-4, p.Headers&decode.HasIPv6 != 0); got != want {
+		if got, want := binary.LittleEndian.Uint32(b[end-4:]), iframe.ICRC(b, ip, l4, end-4, p.Headers&decode.HasIPv6 != 0); got != want {
 			t.Errorf("frame %d: ICRC %#x, want %#x", i+1, got, want)
 		}
 		icrcs++
@@ -125,7 +126,7 @@ func TestICRCRealCaptures(t *testing.T) {
 				l4 = ip + 40
 			}
 			end := l4 + int(p.UDPLen) - 4
-			if got := synth.ICRC(f, ip, l4, end, v6); got != p.ICRC && got != binary.LittleEndian.Uint32(f[end:]) {
+			if got := iframe.ICRC(f, ip, l4, end, v6); got != p.ICRC && got != binary.LittleEndian.Uint32(f[end:]) {
 				t.Errorf("%s: record %d: ICRC %#x, the NIC's %#x", path, n, got, f[end:end+4])
 			}
 			checked++
@@ -160,20 +161,20 @@ func TestICRCInvariant(t *testing.T) {
 		}
 		variant[l4+6], variant[l4+7], variant[l4+12] = true, true, true
 		end := l4 + int(p.UDPLen) - 4
-		want := synth.ICRC(b, ip, l4, end, v6)
+		want := iframe.ICRC(b, ip, l4, end, v6)
 		for j := ip; j < end; j++ {
 			c := append([]byte(nil), b...)
 			c[j] ^= 0x01
 			if v6 && j == ip {
 				c[j] ^= 0x03 // the low nibble of byte 0 is traffic class; the version nibble is covered
 			}
-			if got := synth.ICRC(c, ip, l4, end, v6); (got == want) != variant[j] {
+			if got := iframe.ICRC(c, ip, l4, end, v6); (got == want) != variant[j] {
 				t.Errorf("IPv6 %v: flipping byte %d (variant %v) gives ICRC %#x, unflipped %#x", v6, j-ip, variant[j], got, want)
 			}
 		}
 		c := append([]byte(nil), b...)
 		c[ip] ^= 0x10 // the IP version nibble is covered
-		if synth.ICRC(c, ip, l4, end, v6) == want {
+		if iframe.ICRC(c, ip, l4, end, v6) == want {
 			t.Errorf("IPv6 %v: the version nibble is not covered", v6)
 		}
 	}

@@ -2,10 +2,10 @@ package synth
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 	"strings"
 
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/frame"
 )
 
 // Frame layout constants.
@@ -13,7 +13,6 @@ const (
 	psnMask = 1<<24 - 1
 	psnHalf = 1 << 23
 
-	minFrame   = 60 // Ethernet minimum without FCS; shorter frames are padded
 	maxPayload = 4096
 	// maxFrame is the longest frame: Ethernet with a tag, IPv6, UDP, BTH,
 	// RETH, ImmDt, a 4096-byte payload and the ICRC.
@@ -25,12 +24,6 @@ const (
 	ecnECT0     = 2
 	ecnCE       = 3
 	ttl         = 64
-
-	etherIPv4 = 0x0800
-	etherIPv6 = 0x86DD
-	etherVLAN = 0x8100
-	etherARP  = 0x0806
-	etherMACC = 0x8808
 )
 
 // packet is one RoCE packet: what the frame writer writes and the tally
@@ -103,61 +96,21 @@ type l2 struct {
 // packet whose IP payload is plen bytes long with protocol proto, and
 // returns the offset of the IP header and of the IP payload.
 func writeL2(b []byte, h *l2, proto uint8, plen int) (ipOff, off int) {
-	copy(b[0:6], h.dst.mac[:])
-	copy(b[6:12], h.src.mac[:])
-	off = 12
+	etherType := uint16(frame.EtherIPv4)
+	if h.v6 {
+		etherType = frame.EtherIPv6
+	}
 	if h.vlan != 0 {
-		binary.BigEndian.PutUint16(b[12:], etherVLAN)
-		binary.BigEndian.PutUint16(b[14:], uint16(h.pcp)<<13|h.vlan)
-		off = 16
+		ipOff = frame.PutEthernet(b, &h.dst.mac, &h.src.mac, etherType, frame.Tag{TPID: frame.EtherVLAN, TCI: uint16(h.pcp)<<13 | h.vlan})
+	} else {
+		ipOff = frame.PutEthernet(b, &h.dst.mac, &h.src.mac, etherType)
 	}
 	if h.v6 {
-		binary.BigEndian.PutUint16(b[off:], etherIPv6)
-		ipOff = off + 2
-		ip := b[ipOff : ipOff+40]
-		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(h.tos)<<20|h.flow&0xfffff)
-		binary.BigEndian.PutUint16(ip[4:], uint16(plen))
-		ip[6], ip[7] = proto, ttl
-		copy(ip[8:24], h.src.ip6[:])
-		copy(ip[24:40], h.dst.ip6[:])
-		return ipOff, ipOff + 40
+		ip := frame.IPv6{TC: h.tos, Flow: h.flow, Next: proto, HopLimit: ttl, Src: h.src.ip6, Dst: h.dst.ip6}
+		return ipOff, ipOff + frame.PutIPv6(b[ipOff:], &ip, plen)
 	}
-	binary.BigEndian.PutUint16(b[off:], etherIPv4)
-	ipOff = off + 2
-	ip := b[ipOff : ipOff+20]
-	ip[0], ip[1] = 0x45, h.tos
-	binary.BigEndian.PutUint16(ip[2:], uint16(20+plen))
-	binary.BigEndian.PutUint32(ip[4:], 0x4000) // ID 0, don't fragment
-	ip[8], ip[9] = ttl, proto
-	ip[10], ip[11] = 0, 0
-	copy(ip[12:16], h.src.ip4[:])
-	copy(ip[16:20], h.dst.ip4[:])
-	binary.BigEndian.PutUint16(ip[10:], checksum(ip, 0))
-	return ipOff, ipOff + 20
-}
-
-// checksum returns the Internet checksum of b added to the partial sum
-// sum.
-func checksum(b []byte, sum uint32) uint16 {
-	sum = sum16(b, sum)
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	return ^uint16(sum)
-}
-
-// sum16 adds the big-endian 16-bit words of b (a last odd byte padded
-// with zero) to sum. It does not fold: the sum of a 64 KiB segment and a
-// pseudo-header fits in 32 bits.
-func sum16(b []byte, sum uint32) uint32 {
-	for len(b) >= 2 {
-		sum += uint32(b[0])<<8 | uint32(b[1])
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		sum += uint32(b[0]) << 8
-	}
-	return sum
+	ip := frame.IPv4{TOS: h.tos, TTL: ttl, Proto: proto, Src: h.src.ip4, Dst: h.dst.ip4}
+	return ipOff, ipOff + frame.PutIPv4(b[ipOff:], &ip, plen)
 }
 
 // pseudoSum returns the partial checksum of the IPv4 or IPv6 pseudo-header
@@ -182,10 +135,7 @@ func pseudoSum(h *l2, proto uint8, n int) uint32 {
 // finish pads a frame of wire bytes to the Ethernet minimum and returns
 // the on-wire and captured lengths for a slot of len(b) bytes.
 func finish(b []byte, wire int) (int, int) {
-	if wire < minFrame {
-		clear(b[wire:minFrame])
-		wire = minFrame
-	}
+	wire = frame.Pad(b, wire)
 	return wire, min(wire, len(b))
 }
 
@@ -211,46 +161,21 @@ func (s *Source) writeRoCE(b []byte, p *packet) (wire, captured int) {
 	udpLen := 8 + tl + p.payload + pad + 4
 	ipOff, udpOff := writeL2(b, &h, 17, udpLen)
 	wire = udpOff + udpLen
-	u := b[udpOff : udpOff+8]
-	binary.BigEndian.PutUint16(u[0:], c.sport)
-	binary.BigEndian.PutUint16(u[2:], decode.DefaultRoCEPort)
-	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
-	u[6], u[7] = 0, 0 // RoCEv2 sends no UDP checksum
-	bth := udpOff + 8
-	t := b[bth : bth+tl]
-	var flags byte
-	if p.se {
-		flags |= 0x80
-	}
-	if p.mig {
-		flags |= 0x40
-	}
-	t[0], t[1] = byte(p.op), flags|byte(pad)<<4
-	t[2], t[3] = 0xff, 0xff // default P_Key
-	binary.BigEndian.PutUint32(t[4:], p.dqp)
-	if p.becn {
-		t[4] = 0x40
-	}
-	binary.BigEndian.PutUint32(t[8:], p.psn)
-	if p.ackReq {
-		t[8] = 0x80
-	}
-	e := t[12:]
+	bth := udpOff + frame.PutUDP(b[udpOff:], c.sport, decode.DefaultRoCEPort, udpLen-frame.UDPLen)
+	frame.PutBTH(b[bth:], &frame.BTH{Op: uint8(p.op), SE: p.se, Mig: p.mig, Pad: uint8(pad), BECN: p.becn,
+		DQP: p.dqp, AckReq: p.ackReq, PSN: p.psn})
+	e := b[bth+frame.BTHLen : bth+tl]
 	switch {
 	case hasRETH(p.op):
-		binary.BigEndian.PutUint64(e[0:], p.va)
-		binary.BigEndian.PutUint32(e[8:], p.rkey)
-		binary.BigEndian.PutUint32(e[12:], p.dmaLen)
-		e = e[16:]
+		e = e[frame.PutRETH(e, p.va, p.rkey, p.dmaLen):]
 	case hasAETH(p.op):
-		binary.BigEndian.PutUint32(e[0:], uint32(p.syndrome)<<24|p.msn&psnMask)
-		e = e[4:]
+		e = e[frame.PutAETH(e, p.syndrome, p.msn):]
 	case p.op.IsCNP():
 		clear(e[:16])
 		e = e[16:]
 	}
 	if hasImm(p.op) {
-		binary.BigEndian.PutUint32(e[0:], p.imm)
+		frame.PutImm(e, p.imm)
 	}
 	pay := bth + tl
 	end := pay + p.payload + pad
@@ -258,44 +183,10 @@ func (s *Source) writeRoCE(b []byte, p *packet) (wire, captured int) {
 	clear(b[min(len(b), pay+p.payload):min(len(b), end)])
 	if end < len(b) { // the ICRC is (partly) captured: the bytes it covers are all there
 		var crc [4]byte
-		binary.LittleEndian.PutUint32(crc[:], icrc(b, ipOff, udpOff, end, c.v6))
+		binary.LittleEndian.PutUint32(crc[:], frame.ICRC(b, ipOff, udpOff, end, c.v6))
 		copy(b[end:], crc[:])
 	}
 	return finish(b, wire)
-}
-
-// ff8CRC is the CRC-32 of the eight bytes of ones that stand for the LRH
-// in a RoCEv2 ICRC.
-var ff8CRC = crc32.ChecksumIEEE([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
-
-// icrc returns the invariant CRC of the RoCEv2 packet whose IP header
-// starts at b[ipOff], UDP header at b[udpOff], and whose pad ends at
-// b[end]: CRC-32 (as Ethernet's) over eight bytes of ones, the IP, UDP and
-// BTH headers with their variant fields set to ones (IPv4 TOS, TTL and
-// checksum; IPv6 traffic class, flow label and hop limit; UDP checksum; the
-// BTH byte holding FECN and BECN), and the rest of the packet. It sets the
-// variant fields to ones in b for one pass of the CRC over the whole
-// packet, and puts them back.
-func icrc(b []byte, ipOff, udpOff, end int, v6 bool) uint32 {
-	at := [8]int{ipOff + 1, ipOff + 8, ipOff + 10, ipOff + 11, udpOff + 6, udpOff + 7, udpOff + 12, udpOff + 12}
-	if v6 {
-		at = [8]int{ipOff, ipOff + 1, ipOff + 2, ipOff + 3, ipOff + 7, udpOff + 6, udpOff + 7, udpOff + 12}
-	}
-	var saved [8]byte
-	for i, j := range at {
-		saved[i] = b[j]
-	}
-	for _, j := range at {
-		b[j] = 0xff
-	}
-	if v6 {
-		b[ipOff] = saved[0] | 0x0f // the version nibble is covered
-	}
-	crc := crc32.Update(ff8CRC, crc32.IEEETable, b[ipOff:end])
-	for i := len(at) - 1; i >= 0; i-- {
-		b[at[i]] = saved[i]
-	}
-	return crc
 }
 
 // pfcFrame is an 802.1Qbb priority flow control frame.
@@ -305,20 +196,9 @@ type pfcFrame struct {
 	quanta [8]uint16
 }
 
-// pfcDst is the MAC control multicast address pause frames go to.
-var pfcDst = [6]byte{0x01, 0x80, 0xc2, 0x00, 0x00, 0x01}
-
 // writePFC writes f into b.
 func writePFC(b []byte, f *pfcFrame) (wire, captured int) {
-	copy(b[0:6], pfcDst[:])
-	copy(b[6:12], f.src[:])
-	binary.BigEndian.PutUint16(b[12:], etherMACC)
-	binary.BigEndian.PutUint16(b[14:], 0x0101)
-	b[16], b[17] = 0, f.enable
-	for i, q := range f.quanta {
-		binary.BigEndian.PutUint16(b[18+2*i:], q)
-	}
-	return finish(b, 34)
+	return finish(b, frame.PutPFC(b, &f.src, f.enable, &f.quanta))
 }
 
 // Background frame kinds.
@@ -348,16 +228,8 @@ var backgroundText = []byte(strings.Repeat("rocescope synthetic background traff
 // writeBackground writes g into b.
 func (s *Source) writeBackground(b []byte, g *background) (wire, captured int) {
 	if g.kind == bgARP {
-		copy(b[0:6], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
-		copy(b[6:12], g.l2.src.mac[:])
-		binary.BigEndian.PutUint16(b[12:], etherARP)
-		a := b[14:42]
-		binary.BigEndian.PutUint64(a[0:], 0x0001_0800_0604_0001) // Ethernet, IPv4, request
-		copy(a[8:14], g.l2.src.mac[:])
-		copy(a[14:18], g.l2.src.ip4[:])
-		clear(a[18:24])
-		copy(a[24:28], g.l2.dst.ip4[:])
-		return finish(b, 42)
+		off := frame.PutEthernet(b, &frame.Broadcast, &g.l2.src.mac, frame.EtherARP)
+		return finish(b, off+frame.PutARPRequest(b[off:], &g.l2.src.mac, g.l2.src.ip4, g.l2.dst.ip4))
 	}
 	hl, proto := 8, uint8(17)
 	if g.kind == bgTCP {
@@ -367,10 +239,10 @@ func (s *Source) writeBackground(b []byte, g *background) (wire, captured int) {
 	_, off := writeL2(b, &g.l2, proto, n)
 	wire = off + n
 	seg := b[off : off+hl]
-	binary.BigEndian.PutUint16(seg[0:], g.sport)
-	binary.BigEndian.PutUint16(seg[2:], g.dport)
 	ck := 6
 	if g.kind == bgTCP {
+		binary.BigEndian.PutUint16(seg[0:], g.sport)
+		binary.BigEndian.PutUint16(seg[2:], g.dport)
 		binary.BigEndian.PutUint32(seg[4:], g.seq)
 		binary.BigEndian.PutUint32(seg[8:], g.seq^0x5a5a5a5a)
 		seg[12], seg[13] = 5<<4, 0x18 // header length 20, PSH ACK
@@ -378,15 +250,14 @@ func (s *Source) writeBackground(b []byte, g *background) (wire, captured int) {
 		seg[16], seg[17], seg[18], seg[19] = 0, 0, 0, 0
 		ck = 16
 	} else {
-		binary.BigEndian.PutUint16(seg[4:], uint16(n))
-		seg[6], seg[7] = 0, 0
+		frame.PutUDP(seg, g.sport, g.dport, g.payload)
 	}
 	pay := off + hl
 	data := backgroundText[g.payOff : g.payOff+g.payload]
 	copy(b[pay:min(len(b), pay+g.payload)], data)
 	// The checksum covers the whole payload, captured or not; the header
 	// length is even, so the payload's words follow the header's.
-	sum := checksum(data, sum16(seg, pseudoSum(&g.l2, proto, n)))
+	sum := frame.Checksum(data, frame.Sum16(seg, pseudoSum(&g.l2, proto, n)))
 	if sum == 0 && proto == 17 {
 		sum = 0xffff
 	}

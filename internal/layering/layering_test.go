@@ -47,6 +47,8 @@ func violation(from, imp string, inTest bool) string {
 		return "decode imports no other rocescope package"
 	case ok && under(from, "sketch") && !under(own, "sketch"):
 		return "sketch imports no other rocescope package"
+	case under(from, "internal/frame") && (ok || !standard(imp)):
+		return "the frame builder uses the standard library only"
 	case ok:
 		return ""
 	case imp == "golang.org/x/sys/unix" && !under(from, "capture") && !under(from, "cmd") && !under(from, "internal") && from != "metrics":
@@ -131,6 +133,8 @@ func TestViolations(t *testing.T) {
 		{"decode", "github.com/google/gopacket", false},
 		{"metrics", module + "internal/testframes", false},
 		{"metrics/report", "golang.org/x/sys/unix", false},
+		{"internal/frame", module + "decode", false},
+		{"internal/frame", "github.com/google/gopacket", false},
 	} {
 		if violation(c.from, c.imp, c.test) == "" {
 			t.Errorf("%s importing %s (test %v) passes", c.from, c.imp, c.test)
@@ -142,6 +146,8 @@ func TestViolations(t *testing.T) {
 		{"metrics", "golang.org/x/sys/unix"},
 		{"capture/filter", module + "decode"},
 		{"decode", "encoding/binary"},
+		{"capture/synth", module + "internal/frame"},
+		{"internal/frame", "hash/crc32"},
 	} {
 		if why := violation(c.from, c.imp, false); why != "" {
 			t.Errorf("%s importing %s: %s", c.from, c.imp, why)

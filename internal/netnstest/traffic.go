@@ -3,6 +3,8 @@ package netnstest
 import (
 	"encoding/binary"
 	"math/rand/v2"
+
+	"github.com/rocescope/rocescope/internal/frame"
 )
 
 // Addresses used by [Traffic]. TrafficSrcMAC and TrafficDstMAC are not the
@@ -21,19 +23,15 @@ const RoCEPort = 4791
 // frames: 0x000100 to 0x000100+TrafficQPs-1.
 const TrafficQPs = 8
 
-// Ethertypes and protocol numbers the generator writes.
+// Header fields of the generated frames.
 const (
-	etherIPv4  = 0x0800
-	etherIPv6  = 0x86dd
-	etherARP   = 0x0806
-	etherVLAN  = 0x8100
-	etherQinQ  = 0x88a8
-	protoUDP   = 17
-	minFrame   = 60 // Ethernet minimum without FCS; short frames are padded
-	bthLen     = 12
-	rethLen    = 16
-	icrcLen    = 4
-	opWriteOnl = 0x0a // RC RDMA WRITE Only
+	protoUDP    = 17
+	tos         = 26<<2 | 2 // DSCP 26 (AF31), ECN ECT(0)
+	ttl         = 64
+	opWriteOnly = 0x0a // RC RDMA WRITE Only
+	// maxHeaders is the longest header stack: Ethernet with two tags,
+	// IPv6 and UDP.
+	maxHeaders = frame.EthernetLen + 2*frame.TagLen + frame.IPv6Len + frame.UDPLen
 )
 
 // roceShape and otherShape are the frame layouts Traffic draws from.
@@ -93,157 +91,79 @@ func Traffic(nRoCE, nOther int, seed int64) [][]byte {
 	return frames
 }
 
-// ethernet appends an Ethernet header with the given tags (TPID, TCI pairs)
-// and final ethertype.
-func ethernet(b []byte, dst [6]byte, tags [][2]uint16, etherType uint16) []byte {
-	b = append(b, dst[:]...)
-	b = append(b, TrafficSrcMAC[:]...)
-	for _, t := range tags {
-		b = binary.BigEndian.AppendUint16(b, t[0])
-		b = binary.BigEndian.AppendUint16(b, t[1])
+// putIP writes the Ethernet header with tags and an IPv4 header (with optLen
+// bytes of options and ID id) or, if v6, an IPv6 header (with flow label
+// flow) from host 1 to host 2 of subnet, carrying plen bytes of UDP, and
+// returns their length.
+func putIP(b []byte, tags []frame.Tag, v6 bool, subnet byte, optLen int, id uint16, flow uint32, plen int) int {
+	if v6 {
+		off := frame.PutEthernet(b, &TrafficDstMAC, &TrafficSrcMAC, frame.EtherIPv6, tags...)
+		ip := frame.IPv6{TC: tos, Flow: flow, Next: protoUDP, HopLimit: ttl, Src: v6Addr(subnet, 1), Dst: v6Addr(subnet, 2)}
+		return off + frame.PutIPv6(b[off:], &ip, plen)
 	}
-	return binary.BigEndian.AppendUint16(b, etherType)
+	off := frame.PutEthernet(b, &TrafficDstMAC, &TrafficSrcMAC, frame.EtherIPv4, tags...)
+	ip := frame.IPv4{TOS: tos, ID: id, TTL: ttl, Proto: protoUDP, Src: v4Addr(subnet, 1), Dst: v4Addr(subnet, 2), OptLen: optLen}
+	return off + frame.PutIPv4(b[off:], &ip, plen)
 }
 
-// ipv4 appends an IPv4 header carrying payloadLen bytes of protocol proto,
-// with optLen bytes of options (a multiple of 4: NOPs then end-of-list), and
-// its header checksum.
-func ipv4(b []byte, src, dst [4]byte, proto uint8, optLen, payloadLen int, id uint16) []byte {
-	start := len(b)
-	hl := 20 + optLen
-	b = append(b, byte(0x40|hl/4), 0x6a) // version 4, IHL; DSCP 26 (AF31), ECN ECT(0)
-	b = binary.BigEndian.AppendUint16(b, uint16(hl+payloadLen))
-	b = binary.BigEndian.AppendUint16(b, id)
-	b = append(b, 0x40, 0, 64, proto, 0, 0) // DF, TTL 64, checksum later
-	b = append(b, src[:]...)
-	b = append(b, dst[:]...)
-	for k := range optLen {
-		if k == optLen-1 {
-			b = append(b, 0) // end of option list
-		} else {
-			b = append(b, 1) // no operation
-		}
-	}
-	binary.BigEndian.PutUint16(b[start+10:], ipv4Checksum(b[start:]))
-	return b
-}
+// v4Addr and v6Addr return the test addresses of host h in subnet.
+func v4Addr(subnet, h byte) [4]byte { return [4]byte{10, 200, subnet, h} }
 
-// ipv4Checksum returns the ones' complement of the ones' complement sum of
-// the 16-bit words of hdr, with the checksum field holding zero (RFC 791).
-func ipv4Checksum(hdr []byte) uint16 {
-	var sum uint32
-	for k := 0; k+1 < len(hdr); k += 2 {
-		sum += uint32(binary.BigEndian.Uint16(hdr[k:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	return ^uint16(sum)
-}
-
-// ipv6 appends an IPv6 header carrying payloadLen bytes of next header proto.
-func ipv6(b []byte, src, dst [16]byte, proto uint8, payloadLen int, flow uint32) []byte {
-	b = binary.BigEndian.AppendUint32(b, 6<<28|0x6a<<20|flow&0xfffff) // traffic class as IPv4's TOS
-	b = binary.BigEndian.AppendUint16(b, uint16(payloadLen))
-	b = append(b, proto, 64)
-	b = append(b, src[:]...)
-	return append(b, dst[:]...)
-}
-
-// udp appends a UDP header with a zero checksum for payloadLen bytes.
-func udp(b []byte, sport, dport uint16, payloadLen int) []byte {
-	b = binary.BigEndian.AppendUint16(b, sport)
-	b = binary.BigEndian.AppendUint16(b, dport)
-	b = binary.BigEndian.AppendUint16(b, uint16(8+payloadLen))
-	return append(b, 0, 0)
-}
-
-// v4 and v6 return the test addresses of host h in subnet net.
-func v4(subnet, h byte) [4]byte { return [4]byte{10, 200, subnet, h} }
-
-func v6(subnet, h byte) [16]byte {
+func v6Addr(subnet, h byte) [16]byte {
 	return [16]byte{0: 0xfd, 1: 0x00, 2: 0x02, 3: 0x00, 7: subnet, 15: h}
-}
-
-// pad extends b with zeros to the Ethernet minimum.
-func pad(b []byte) []byte {
-	for len(b) < minFrame {
-		b = append(b, 0)
-	}
-	return b
 }
 
 // roceFrame builds RoCE frame number seq: an RC RDMA WRITE Only to QP
 // 0x100+qp with the given PSN and payload length (a multiple of 4).
 func roceFrame(shape roceShape, qp int, psn uint32, payload int, seq uint64) []byte {
-	var tags [][2]uint16
+	var tags []frame.Tag
 	switch shape {
 	case roceVLANIPv4, roceVLANIPv6:
-		tags = [][2]uint16{{etherVLAN, 3<<13 | uint16(100+qp)}}
+		tags = []frame.Tag{{TPID: frame.EtherVLAN, TCI: 3<<13 | uint16(100+qp)}}
 	case roceQinQIPv4:
-		tags = [][2]uint16{{etherQinQ, uint16(200 + qp)}, {etherVLAN, 3<<13 | uint16(300+qp)}}
+		tags = []frame.Tag{{TPID: frame.EtherQinQ, TCI: uint16(200 + qp)}, {TPID: frame.EtherVLAN, TCI: 3<<13 | uint16(300+qp)}}
 	}
-	transport := bthLen + rethLen + payload + icrcLen
-	b := make([]byte, 0, 18+40+8+transport+minFrame)
-	sport := uint16(49152 + qp)
-	subnet := byte(qp)
-	switch shape {
-	case roceIPv6, roceVLANIPv6:
-		b = ethernet(b, TrafficDstMAC, tags, etherIPv6)
-		b = ipv6(b, v6(subnet, 1), v6(subnet, 2), protoUDP, 8+transport, uint32(qp))
-	default:
-		opt := 0
-		if shape == roceIPv4Options {
-			opt = 4
-		}
-		b = ethernet(b, TrafficDstMAC, tags, etherIPv4)
-		b = ipv4(b, v4(subnet, 1), v4(subnet, 2), protoUDP, opt, 8+transport, uint16(seq))
+	opt := 0
+	if shape == roceIPv4Options {
+		opt = 4
 	}
-	b = udp(b, sport, RoCEPort, transport)
-	// BTH: opcode; SE=0 M=0 PadCnt=0 TVer=0; P_Key 0xffff; reserved, dest QP;
-	// AckReq=1, reserved, PSN.
-	b = append(b, opWriteOnl, 0, 0xff, 0xff)
-	b = binary.BigEndian.AppendUint32(b, uint32(0x100+qp))
-	b = binary.BigEndian.AppendUint32(b, 1<<31|psn&0xffffff)
-	// RETH: virtual address (unique per frame), R_Key, DMA length.
-	b = binary.BigEndian.AppendUint64(b, 0x7f0000000000+seq<<12)
-	b = binary.BigEndian.AppendUint32(b, 0x1000+uint32(qp))
-	b = binary.BigEndian.AppendUint32(b, uint32(payload))
+	transport := frame.BTHLen + frame.RETHLen + payload + frame.ICRCLen
+	b := make([]byte, maxHeaders+transport)
+	off := putIP(b, tags, shape == roceIPv6 || shape == roceVLANIPv6, byte(qp), opt, uint16(seq), uint32(qp), frame.UDPLen+transport)
+	off += frame.PutUDP(b[off:], uint16(49152+qp), RoCEPort, transport)
+	off += frame.PutBTH(b[off:], &frame.BTH{Op: opWriteOnly, DQP: uint32(0x100 + qp), AckReq: true, PSN: psn})
+	// The virtual address is unique per frame.
+	off += frame.PutRETH(b[off:], 0x7f0000000000+seq<<12, 0x1000+uint32(qp), uint32(payload))
 	for k := range payload {
-		b = append(b, byte(seq)+byte(k))
+		b[off+k] = byte(seq) + byte(k)
 	}
-	b = binary.BigEndian.AppendUint32(b, uint32(seq)^0xc0ffee00) // ICRC filler
-	return pad(b)
+	off += payload
+	binary.BigEndian.PutUint32(b[off:], uint32(seq)^0xc0ffee00) // ICRC filler
+	return b[:frame.Pad(b, off+frame.ICRCLen)]
 }
 
 // otherFrame builds non-RoCE frame number seq; port is the UDP destination
 // port (never 4791) for the UDP shapes.
 func otherFrame(shape otherShape, port int, seq uint64) []byte {
-	b := make([]byte, 0, 18+40+8+16+minFrame)
 	const payload = 16 // the sequence number twice
+	b := make([]byte, maxHeaders+payload)
+	var off int
 	switch shape {
 	case otherARP:
-		b = ethernet(b, [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, nil, etherARP)
-		b = append(b, 0, 1, 8, 0, 6, 4, 0, 1) // Ethernet, IPv4, request
-		b = append(b, TrafficSrcMAC[:]...)
-		src := v4(250, byte(seq))
-		b = append(b, src[:]...)
-		b = append(b, 0, 0, 0, 0, 0, 0)
-		b = append(b, 192, 0, 2, byte(seq>>8))    // TEST-NET-1: nobody answers
-		b = binary.BigEndian.AppendUint64(b, seq) // trailer makes it distinct
-		return pad(b)
+		off = frame.PutEthernet(b, &frame.Broadcast, &TrafficSrcMAC, frame.EtherARP)
+		// TEST-NET-1: nobody answers.
+		off += frame.PutARPRequest(b[off:], &TrafficSrcMAC, v4Addr(250, byte(seq)), [4]byte{192, 0, 2, byte(seq >> 8)})
+		binary.BigEndian.PutUint64(b[off:], seq) // trailer makes it distinct
+		return b[:frame.Pad(b, off+8)]
 	case otherUDPv6:
-		b = ethernet(b, TrafficDstMAC, nil, etherIPv6)
-		b = ipv6(b, v6(240, 1), v6(240, 2), protoUDP, 8+payload, 0)
+		off = putIP(b, nil, true, 240, 0, 0, 0, frame.UDPLen+payload)
 	case otherVLANUDPv4:
-		b = ethernet(b, TrafficDstMAC, [][2]uint16{{etherVLAN, 42}}, etherIPv4)
-		b = ipv4(b, v4(240, 1), v4(240, 2), protoUDP, 0, 8+payload, uint16(seq))
+		off = putIP(b, []frame.Tag{{TPID: frame.EtherVLAN, TCI: 42}}, false, 240, 0, uint16(seq), 0, frame.UDPLen+payload)
 	default:
-		b = ethernet(b, TrafficDstMAC, nil, etherIPv4)
-		b = ipv4(b, v4(240, 1), v4(240, 2), protoUDP, 0, 8+payload, uint16(seq))
+		off = putIP(b, nil, false, 240, 0, uint16(seq), 0, frame.UDPLen+payload)
 	}
-	b = udp(b, 33000, uint16(port), payload)
-	b = binary.BigEndian.AppendUint64(b, seq)
-	b = binary.BigEndian.AppendUint64(b, ^seq)
-	return pad(b)
+	off += frame.PutUDP(b[off:], 33000, uint16(port), payload)
+	binary.BigEndian.PutUint64(b[off:], seq)
+	binary.BigEndian.PutUint64(b[off+8:], ^seq)
+	return b[:frame.Pad(b, off+payload)]
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/frame"
 )
 
 // Epoch is the time of the first frame of Trace, in ns since the Unix
@@ -32,56 +33,49 @@ type RoCE struct {
 	Payload  int
 }
 
-// Bytes returns the frame.
+// Bytes returns the frame, from 02:00:00:00:00:01 to 02:00:00:00:00:02,
+// DSCP 26, with a zero IPv4 header checksum (the decoder does not check
+// it).
 func (f RoCE) Bytes() []byte {
-	udpLen := 8 + 12 + len(f.Ext) + f.Payload + 4
-	b := make([]byte, 0, 14+20+udpLen)
-	b = append(b, 0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00)
-	b = append(b, 0x45, 26<<2|f.ECN)
-	b = binary.BigEndian.AppendUint16(b, uint16(20+udpLen))
-	b = append(b, 0, 0, 0x40, 0, 64, 17, 0, 0)
-	b = append(b, f.Src[:]...)
-	b = append(b, f.Dst[:]...)
-	b = binary.BigEndian.AppendUint16(b, f.Sport)
-	b = binary.BigEndian.AppendUint16(b, 4791)
-	b = binary.BigEndian.AppendUint16(b, uint16(udpLen))
-	b = append(b, 0, 0)
-	b = append(b, byte(f.Op), 0, 0xff, 0xff)
-	var b4 byte
-	if f.FECN {
-		b4 = 0x80
-	}
-	b = append(b, b4, byte(f.DQP>>16), byte(f.DQP>>8), byte(f.DQP))
-	var b8 byte
-	if f.AckReq {
-		b8 = 0x80
-	}
-	b = append(b, b8, byte(f.PSN>>16), byte(f.PSN>>8), byte(f.PSN))
-	b = append(b, f.Ext...)
-	b = append(b, make([]byte, f.Payload+4)...)
+	transport := frame.BTHLen + len(f.Ext) + f.Payload + frame.ICRCLen
+	b := make([]byte, frame.EthernetLen+frame.IPv4Len+frame.UDPLen+transport)
+	off := frame.PutEthernet(b, &macB, &macA, frame.EtherIPv4)
+	ip := frame.IPv4{TOS: 26<<2 | f.ECN, TTL: 64, Proto: 17, Src: f.Src, Dst: f.Dst}
+	n := frame.PutIPv4(b[off:], &ip, frame.UDPLen+transport)
+	b[off+10], b[off+11] = 0, 0
+	off += n
+	off += frame.PutUDP(b[off:], f.Sport, decode.DefaultRoCEPort, transport)
+	off += frame.PutBTH(b[off:], &frame.BTH{Op: uint8(f.Op), FECN: f.FECN, DQP: f.DQP, AckReq: f.AckReq, PSN: f.PSN})
+	copy(b[off:], f.Ext) // zeros follow: the payload and the ICRC
 	return b
 }
 
+// The MAC addresses of RoCE frames.
+var (
+	macA = [6]byte{0x02, 0, 0, 0, 0, 1}
+	macB = [6]byte{0x02, 0, 0, 0, 0, 2}
+)
+
 // RETH returns a RETH with virtual address and key 0 and DMA length n.
 func RETH(n uint32) []byte {
-	return binary.BigEndian.AppendUint32(make([]byte, 12), n)
+	b := make([]byte, frame.RETHLen)
+	frame.PutRETH(b, 0, 0, n)
+	return b
 }
 
 // AETH returns an AETH.
 func AETH(syndrome uint8, msn uint32) []byte {
-	return []byte{syndrome, byte(msn >> 16), byte(msn >> 8), byte(msn)}
+	b := make([]byte, frame.AETHLen)
+	frame.PutAETH(b, syndrome, msn)
+	return b
 }
 
-// PFC returns a 64-byte 802.1Qbb PFC frame from src with class-enable
+// PFC returns an 802.1Qbb PFC frame of 60 bytes (64 on the wire) from src with class-enable
 // vector enable and the pause quanta of each priority.
 func PFC(src [6]byte, enable uint8, quanta [8]uint16) []byte {
-	b := []byte{0x01, 0x80, 0xc2, 0, 0, 1}
-	b = append(b, src[:]...)
-	b = append(b, 0x88, 0x08, 0x01, 0x01, 0, enable)
-	for _, q := range quanta {
-		b = binary.BigEndian.AppendUint16(b, q)
-	}
-	return append(b, make([]byte, 26)...)
+	b := make([]byte, frame.MinLen)
+	frame.PutPFC(b, &src, enable, &quanta)
+	return b
 }
 
 // Source is a capture.Source over frames made in a test, delivered Per at a
