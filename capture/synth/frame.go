@@ -106,10 +106,10 @@ func writeL2(b []byte, h *l2, proto uint8, plen int) (ipOff, off int) {
 		ipOff = frame.PutEthernet(b, &h.dst.mac, &h.src.mac, etherType)
 	}
 	if h.v6 {
-		ip := frame.IPv6{TC: h.tos, Flow: h.flow, Next: proto, HopLimit: ttl, Src: h.src.ip6, Dst: h.dst.ip6}
+		ip := frame.IPv6{TC: h.tos, Flow: h.flow, Next: proto, HopLimit: ttl, Src: &h.src.ip6, Dst: &h.dst.ip6}
 		return ipOff, ipOff + frame.PutIPv6(b[ipOff:], &ip, plen)
 	}
-	ip := frame.IPv4{TOS: h.tos, TTL: ttl, Proto: proto, Src: h.src.ip4, Dst: h.dst.ip4}
+	ip := frame.IPv4{TOS: h.tos, TTL: ttl, Proto: proto, Src: &h.src.ip4, Dst: &h.dst.ip4}
 	return ipOff, ipOff + frame.PutIPv4(b[ipOff:], &ip, plen)
 }
 

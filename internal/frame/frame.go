@@ -66,7 +66,7 @@ type IPv4 struct {
 	ID       uint16
 	TTL      uint8
 	Proto    uint8
-	Src, Dst [4]byte
+	Src, Dst *[4]byte // pointers: headers are written per frame, copies cost
 	// OptLen is the length of the options field, a multiple of 4: no-
 	// operation options and an end-of-list.
 	OptLen int
@@ -76,23 +76,41 @@ type IPv4 struct {
 func PutIPv4(b []byte, h *IPv4, plen int) int {
 	hl := IPv4Len + h.OptLen
 	ip := b[:hl]
-	ip[0], ip[1] = 0x40|byte(hl/4), h.TOS
-	binary.BigEndian.PutUint16(ip[2:], uint16(hl+plen))
-	binary.BigEndian.PutUint16(ip[4:], h.ID)
-	ip[6], ip[7] = 0x40, 0 // don't fragment
-	ip[8], ip[9] = h.TTL, h.Proto
-	ip[10], ip[11] = 0, 0
-	copy(ip[12:16], h.Src[:])
-	copy(ip[16:20], h.Dst[:])
+	be := binary.BigEndian
+	// The header as five 32-bit words, its checksum summed from them
+	// (RFC 1071 allows any word size), not read back from b: loading words
+	// just stored byte by byte stalls, and the generator writes a header
+	// per frame.
+	w0 := uint32(0x40|hl/4)<<24 | uint32(h.TOS)<<16 | uint32(uint16(hl+plen))
+	w1 := uint32(h.ID)<<16 | 0x4000 // don't fragment
+	w2 := uint32(h.TTL)<<24 | uint32(h.Proto)<<16
+	src, dst := be.Uint32(h.Src[:]), be.Uint32(h.Dst[:])
+	sum := uint64(w0) + uint64(w1) + uint64(w2) + uint64(src) + uint64(dst)
 	if h.OptLen > 0 {
-		opts := ip[IPv4Len:]
-		for i := range opts {
-			opts[i] = 1 // no operation
+		putOptions(ip[IPv4Len:])
+		for o := IPv4Len; o+4 <= hl; o += 4 {
+			sum += uint64(be.Uint32(ip[o:]))
 		}
-		opts[len(opts)-1] = 0 // end of option list
 	}
-	binary.BigEndian.PutUint16(ip[10:], Checksum(ip, 0))
+	sum = sum&0xffffffff + sum>>32
+	sum = sum&0xffff + sum>>16
+	sum = sum&0xffff + sum>>16
+	sum = sum&0xffff + sum>>16
+	be.PutUint32(ip[0:], w0)
+	be.PutUint32(ip[4:], w1)
+	be.PutUint32(ip[8:], w2|uint32(^uint16(sum)))
+	be.PutUint32(ip[12:], src)
+	be.PutUint32(ip[16:], dst)
 	return hl
+}
+
+// putOptions fills an IPv4 options field with no-operation options and an
+// end of option list.
+func putOptions(opts []byte) {
+	for i := range opts {
+		opts[i] = 1 // no operation
+	}
+	opts[len(opts)-1] = 0
 }
 
 // IPv6 is an IPv6 header without extension headers.
@@ -101,7 +119,7 @@ type IPv6 struct {
 	Flow     uint32 // flow label, 20 bits
 	Next     uint8  // next header: the payload's protocol
 	HopLimit uint8
-	Src, Dst [16]byte
+	Src, Dst *[16]byte // pointers: headers are written per frame, copies cost
 }
 
 // PutIPv6 writes h for a payload of plen bytes.
@@ -165,27 +183,28 @@ type BTH struct {
 
 // PutBTH writes h.
 func PutBTH(b []byte, h *BTH) int {
-	t := b[:BTHLen]
-	flags := h.Pad << 4
+	w0 := uint32(h.Op)<<24 | uint32(h.Pad&3)<<20 | 0xffff // default P_Key
 	if h.SE {
-		flags |= 0x80
+		w0 |= 1 << 23
 	}
 	if h.Mig {
-		flags |= 0x40
+		w0 |= 1 << 22
 	}
-	t[0], t[1] = h.Op, flags
-	t[2], t[3] = 0xff, 0xff // default P_Key
-	binary.BigEndian.PutUint32(t[4:], h.DQP&0xffffff)
+	w1 := h.DQP & 0xffffff
 	if h.FECN {
-		t[4] |= 0x80
+		w1 |= 1 << 31
 	}
 	if h.BECN {
-		t[4] |= 0x40
+		w1 |= 1 << 30
 	}
-	binary.BigEndian.PutUint32(t[8:], h.PSN&0xffffff)
+	w2 := h.PSN & 0xffffff
 	if h.AckReq {
-		t[8] = 0x80
+		w2 |= 1 << 31
 	}
+	t := b[:BTHLen]
+	binary.BigEndian.PutUint32(t[0:], w0)
+	binary.BigEndian.PutUint32(t[4:], w1)
+	binary.BigEndian.PutUint32(t[8:], w2)
 	return BTHLen
 }
 

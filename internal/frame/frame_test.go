@@ -19,7 +19,7 @@ var (
 // the options field.
 func TestPutIPv4(t *testing.T) {
 	b := make([]byte, 24)
-	h := frame.IPv4{TTL: 64, Proto: 17, Src: [4]byte{192, 168, 0, 1}, Dst: [4]byte{192, 168, 0, 199}}
+	h := frame.IPv4{TTL: 64, Proto: 17, Src: &[4]byte{192, 168, 0, 1}, Dst: &[4]byte{192, 168, 0, 199}}
 	if n := frame.PutIPv4(b, &h, 0x73-20); n != 20 {
 		t.Fatalf("PutIPv4 wrote %d bytes", n)
 	}
@@ -50,11 +50,11 @@ func TestRoCEv2(t *testing.T) {
 		var off, ipOff int
 		if v6 {
 			ipOff = frame.PutEthernet(b, &macB, &macA, frame.EtherIPv6, tags...)
-			ip := frame.IPv6{TC: 26<<2 | 3, Flow: 0x12345, Next: 17, HopLimit: 63, Src: [16]byte{0: 0xfd, 15: 1}, Dst: [16]byte{0: 0xfd, 15: 2}}
+			ip := frame.IPv6{TC: 26<<2 | 3, Flow: 0x12345, Next: 17, HopLimit: 63, Src: &[16]byte{0: 0xfd, 15: 1}, Dst: &[16]byte{0: 0xfd, 15: 2}}
 			off = ipOff + frame.PutIPv6(b[ipOff:], &ip, frame.UDPLen+transport)
 		} else {
 			ipOff = frame.PutEthernet(b, &macB, &macA, frame.EtherIPv4, tags...)
-			ip := frame.IPv4{TOS: 26<<2 | 3, ID: 7, TTL: 63, Proto: 17, Src: [4]byte{10, 0, 0, 1}, Dst: [4]byte{10, 0, 0, 2}, OptLen: 8}
+			ip := frame.IPv4{TOS: 26<<2 | 3, ID: 7, TTL: 63, Proto: 17, Src: &[4]byte{10, 0, 0, 1}, Dst: &[4]byte{10, 0, 0, 2}, OptLen: 8}
 			off = ipOff + frame.PutIPv4(b[ipOff:], &ip, frame.UDPLen+transport)
 		}
 		udpOff := off
@@ -103,7 +103,7 @@ func TestAETH(t *testing.T) {
 	b := make([]byte, frame.MinLen+32)
 	off := frame.PutEthernet(b, &macB, &macA, frame.EtherIPv4)
 	transport := frame.BTHLen + frame.AETHLen + frame.ICRCLen
-	off += frame.PutIPv4(b[off:], &frame.IPv4{TTL: 64, Proto: 17, Src: [4]byte{10, 0, 0, 2}, Dst: [4]byte{10, 0, 0, 1}}, frame.UDPLen+transport)
+	off += frame.PutIPv4(b[off:], &frame.IPv4{TTL: 64, Proto: 17, Src: &[4]byte{10, 0, 0, 2}, Dst: &[4]byte{10, 0, 0, 1}}, frame.UDPLen+transport)
 	off += frame.PutUDP(b[off:], 50000, decode.DefaultRoCEPort, transport)
 	off += frame.PutBTH(b[off:], &frame.BTH{Op: 0x11, DQP: 0x100, PSN: 12})
 	off += frame.PutAETH(b[off:], 0x60, 0x1000003)

@@ -98,11 +98,13 @@ func Traffic(nRoCE, nOther int, seed int64) [][]byte {
 func putIP(b []byte, tags []frame.Tag, v6 bool, subnet byte, optLen int, id uint16, flow uint32, plen int) int {
 	if v6 {
 		off := frame.PutEthernet(b, &TrafficDstMAC, &TrafficSrcMAC, frame.EtherIPv6, tags...)
-		ip := frame.IPv6{TC: tos, Flow: flow, Next: protoUDP, HopLimit: ttl, Src: v6Addr(subnet, 1), Dst: v6Addr(subnet, 2)}
+		src, dst := v6Addr(subnet, 1), v6Addr(subnet, 2)
+		ip := frame.IPv6{TC: tos, Flow: flow, Next: protoUDP, HopLimit: ttl, Src: &src, Dst: &dst}
 		return off + frame.PutIPv6(b[off:], &ip, plen)
 	}
 	off := frame.PutEthernet(b, &TrafficDstMAC, &TrafficSrcMAC, frame.EtherIPv4, tags...)
-	ip := frame.IPv4{TOS: tos, ID: id, TTL: ttl, Proto: protoUDP, Src: v4Addr(subnet, 1), Dst: v4Addr(subnet, 2), OptLen: optLen}
+	src, dst := v4Addr(subnet, 1), v4Addr(subnet, 2)
+	ip := frame.IPv4{TOS: tos, ID: id, TTL: ttl, Proto: protoUDP, Src: &src, Dst: &dst, OptLen: optLen}
 	return off + frame.PutIPv4(b[off:], &ip, plen)
 }
 

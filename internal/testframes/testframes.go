@@ -40,7 +40,7 @@ func (f RoCE) Bytes() []byte {
 	transport := frame.BTHLen + len(f.Ext) + f.Payload + frame.ICRCLen
 	b := make([]byte, frame.EthernetLen+frame.IPv4Len+frame.UDPLen+transport)
 	off := frame.PutEthernet(b, &macB, &macA, frame.EtherIPv4)
-	ip := frame.IPv4{TOS: 26<<2 | f.ECN, TTL: 64, Proto: 17, Src: f.Src, Dst: f.Dst}
+	ip := frame.IPv4{TOS: 26<<2 | f.ECN, TTL: 64, Proto: 17, Src: &f.Src, Dst: &f.Dst}
 	n := frame.PutIPv4(b[off:], &ip, frame.UDPLen+transport)
 	b[off+10], b[off+11] = 0, 0
 	off += n
