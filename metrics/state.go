@@ -366,17 +366,14 @@ func (r *stateReader) count(min int) int {
 	return int(v)
 }
 
+// varint reads a zig-zag signed varint, as binary.AppendVarint writes it.
 func (r *stateReader) varint() int64 {
-	if r.err != nil {
-		return 0
+	u := r.uvarint()
+	x := int64(u >> 1)
+	if u&1 != 0 {
+		x = ^x
 	}
-	v, n := binary.Varint(r.b[r.off:])
-	if n <= 0 {
-		r.fail("bad varint")
-		return 0
-	}
-	r.off += n
-	return v
+	return x
 }
 
 func (r *stateReader) string() string { return string(r.bytes(r.count(1))) }
