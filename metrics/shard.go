@@ -296,7 +296,7 @@ func (s *shard) handleBatch(evs []event) {
 	t := s.tab
 	home := s.home[:len(evs)]
 	for i := range evs {
-		home[i] = t.slots[evs[i].hash&t.mask].idx
+		home[i] = t.slots[t.home(evs[i].hash)].idx
 	}
 	var sum uint64
 	for _, idx := range home {

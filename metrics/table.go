@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"math/bits"
 	"runtime"
 
 	"github.com/rocescope/rocescope/decode"
@@ -66,7 +67,7 @@ func (t *table) reset() {
 // lookup returns the slab position of key, or -1.
 func (t *table) lookup(key *FlowKey, h uint64) int32 {
 	tag := uint32(h >> 32)
-	for i := h & t.mask; ; i = (i + 1) & t.mask {
+	for i := t.home(h); ; i = (i + 1) & t.mask {
 		s := t.slots[i]
 		if s.idx == 0 {
 			return -1
@@ -84,7 +85,7 @@ func (t *table) full() bool { return t.used >= t.max }
 // the entry reset. The table must not be full.
 func (t *table) insert(key *FlowKey, h uint64) int32 {
 	if 2*(t.used+1) > len(t.slots) {
-		t.grow(t.hashAt, &t.mem.index)
+		t.grow(&t.mem.index)
 	}
 	var idx int32
 	if n := len(t.free); n > 0 {
@@ -106,12 +107,9 @@ func (t *table) insert(key *FlowKey, h uint64) int32 {
 	return idx
 }
 
-// hashAt returns the flow hash of the entry at slab position idx.
-func (t *table) hashAt(idx uint32) uint64 { return t.cold[idx].hash }
-
 // remove deletes the entry at slab position idx.
 func (t *table) remove(idx int32) {
-	t.index.remove(uint32(idx), t.cold[idx].hash, t.hashAt)
+	t.index.remove(uint32(idx), t.cold[idx].hash)
 	t.free = append(t.free, idx)
 	t.cold[idx].lastWin = freeEntry
 	t.used--
@@ -132,19 +130,17 @@ func pairHash(src, dst *decode.Addr, sport uint16) uint64 {
 	return mix64(mixAddr(*src) ^ mix64(mixAddr(*dst)+uint64(sport)))
 }
 
-// connAt returns the connection hash of the entry at slab position idx.
-func (t *table) connAt(idx uint32) uint64 {
-	h := &t.hot[idx]
-	return pairHash(&h.key.Src, &h.key.Dst, h.sport)
-}
-
 // conn returns the slab position of the flow the connection index holds
 // for (src, dst, sport), or -1.
 func (t *table) conn(src, dst *decode.Addr, sport uint16) int32 {
-	h := pairHash(src, dst, sport)
+	return t.connHashed(src, dst, sport, pairHash(src, dst, sport))
+}
+
+// connHashed is conn for the connection hash h of (src, dst, sport).
+func (t *table) connHashed(src, dst *decode.Addr, sport uint16, h uint64) int32 {
 	tag := uint32(h >> 32)
 	x := &t.conns
-	for i := h & x.mask; ; i = (i + 1) & x.mask {
+	for i := x.home(h); ; i = (i + 1) & x.mask {
 		s := x.slots[i]
 		if s.idx == 0 {
 			return -1
@@ -158,26 +154,31 @@ func (t *table) conn(src, dst *decode.Addr, sport uint16) int32 {
 // addConn adds the flow at slab position idx to the connection index
 // unless it holds one of the flow's connection already.
 func (t *table) addConn(idx int32) {
-	h := &t.hot[idx]
-	if t.conn(&h.key.Src, &h.key.Dst, h.sport) >= 0 {
+	e := &t.hot[idx]
+	h := pairHash(&e.key.Src, &e.key.Dst, e.sport)
+	if t.connHashed(&e.key.Src, &e.key.Dst, e.sport, h) >= 0 {
 		return
 	}
 	x := &t.conns
 	if 2*(x.n+1) > len(x.slots) {
-		x.grow(t.connAt, &t.mem.conns)
+		x.grow(&t.mem.conns)
 	}
-	x.place(uint32(idx), t.connAt(uint32(idx)))
+	x.place(uint32(idx), h)
 	x.n++
 }
 
 // removeConn removes the flow at slab position idx from the connection
 // index if it is the one held there.
 func (t *table) removeConn(idx int32) {
-	h := &t.hot[idx]
-	if h.sport == 0 || t.conn(&h.key.Src, &h.key.Dst, h.sport) != idx {
+	e := &t.hot[idx]
+	if e.sport == 0 {
 		return
 	}
-	t.conns.remove(uint32(idx), t.connAt(uint32(idx)), t.connAt)
+	h := pairHash(&e.key.Src, &e.key.Dst, e.sport)
+	if t.connHashed(&e.key.Src, &e.key.Dst, e.sport, h) != idx {
+		return
+	}
+	t.conns.remove(uint32(idx), h)
 	t.conns.n--
 }
 
@@ -203,14 +204,19 @@ func (t *table) victim(oldest int64) int32 {
 
 // index is an open-addressing hash index of slab positions (linear
 // probing, power-of-two size, load ≤ 1/2) in a region of its own; the
-// table and the shard's connection index use it.
+// table and the shard's connection index use it. A position's home slot
+// is given by the high bits of its hash, which the slot keeps as its tag,
+// so that growing the index and deleting from it read no entry: the slots
+// alone say where each position belongs.
 type index struct {
 	slots []slot
 	mask  uint64
+	shift uint // 64 - log2(len(slots)): h >> shift is the home slot of hash h
 }
 
 // slot is one index position: the slab position + 1 (0 = empty) and the high
-// half of the hash, to skip most key comparisons.
+// half of the hash, to skip most key comparisons and to find the slot's
+// home.
 type slot struct {
 	idx uint32
 	tag uint32
@@ -218,42 +224,54 @@ type slot struct {
 
 const initialSlots = 1 << 12
 
-// init makes x empty with n slots in a new region, kept in *r, which it
-// frees.
+// init makes x empty with n slots, a power of two from 2 to 2^32, in a
+// new region, kept in *r, which it frees.
 func (x *index) init(n int, r *region) {
 	r.free()
 	x.slots, *r = makeArray[slot](n)
 	x.mask = uint64(n - 1)
+	x.shift = uint(64 - bits.Len64(x.mask))
 }
+
+// home returns the home slot of hash h.
+func (x *index) home(h uint64) uint64 { return h >> x.shift }
+
+// homeOf returns the home slot of the position a slot holds.
+func (x *index) homeOf(s slot) uint64 { return x.home(uint64(s.tag) << 32) }
 
 // place puts slab position idx into the index at the first free slot from
 // h's home.
 func (x *index) place(idx uint32, h uint64) {
-	i := h & x.mask
+	x.put(slot{idx: idx + 1, tag: uint32(h >> 32)})
+}
+
+// put puts s at the first free slot from its home.
+func (x *index) put(s slot) {
+	i := x.homeOf(s)
 	for x.slots[i].idx != 0 {
 		i = (i + 1) & x.mask
 	}
-	x.slots[i] = slot{idx: idx + 1, tag: uint32(h >> 32)}
+	x.slots[i] = s
 }
 
 // grow doubles the index, in a new region kept in *r, and re-places every
-// position with the hash hash gives for it.
-func (x *index) grow(hash func(idx uint32) uint64, r *region) {
+// position from its tag.
+func (x *index) grow(r *region) {
 	old, oldMem := x.slots, *r
 	*r = region{}
 	x.init(2*len(old), r)
 	for _, s := range old {
 		if s.idx != 0 {
-			x.place(s.idx-1, hash(s.idx-1))
+			x.put(s)
 		}
 	}
 	oldMem.free()
 }
 
 // remove deletes slab position idx, whose hash is h, with backward-shift
-// deletion so no tombstones are needed; hash gives the hash of the others.
-func (x *index) remove(idx uint32, h uint64, hash func(idx uint32) uint64) {
-	i := h & x.mask
+// deletion so no tombstones are needed.
+func (x *index) remove(idx uint32, h uint64) {
+	i := x.home(h)
 	for x.slots[i].idx != idx+1 {
 		i = (i + 1) & x.mask
 	}
@@ -266,7 +284,7 @@ func (x *index) remove(idx uint32, h uint64, hash func(idx uint32) uint64) {
 			if s.idx == 0 {
 				return
 			}
-			home := hash(s.idx-1) & x.mask
+			home := x.homeOf(s)
 			// Move s back into the hole at i unless its home lies
 			// cyclically in (i, j].
 			if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
