@@ -6,12 +6,12 @@ import "math"
 const (
 	entSQPKnown uint8 = 1 << iota
 	entPSNValid
-	entGap        // a gap left PSNs [gapLo, gapHi) missing
-	entNAKed      // the responder NAKed since the last gap: what follows is resent
-	entEpisode    // a retransmission episode is going on
-	entEpRecorded // the episode has its record at epAt in window win's list
-	entTally      // the cold tally holds counts of window win
-	entSlack      // the next request may skip cold.slack PSNs without a gap
+	entGap     // a gap left PSNs [gapLo, gapHi) missing
+	entNAKed   // the responder NAKed since the last gap: what follows is resent
+	entEpisode // a retransmission episode is going on
+	entTally   // the flow's record in window win's list (at cold.rec) holds counts: its tally
+	entSlack   // the next request may skip cold.slack PSNs without a gap
+	entAct     // cold.act holds runs of window win
 )
 
 // hotOps is how many opcodes the hot part of an entry counts apart.
@@ -24,10 +24,13 @@ const hotOps = 4
 // their way into the activity profile and the opcode mix.
 //
 // Its counters are the flow's counts in window win since the last fold, in
-// narrow fields: a fold adds them to the cold tally before the next frame
-// could overflow one (at most every 65 535 frames), and when the flow's
-// counts go into the window's flow list (materialize) they are added to
-// the list record, with the tally when the flow has one.
+// narrow fields: a fold adds them to the flow's tally, its record in the
+// window's flow list, before the next frame could overflow one (at most
+// every 65 535 frames), and when the window closes they are added to that
+// record, made then when the flow has no tally (materialize). What else a
+// frame counts (marks, NAKs, PSN trouble, latencies) goes to the tally
+// directly; the runs of burst slots go into the activity profile in the
+// cold part when they overflow.
 type hot struct {
 	key     FlowKey
 	win     int64  // window whose counts the entry holds, noWindow when it holds none
@@ -42,7 +45,7 @@ type hot struct {
 	lastReq int64 // time of the last request frame
 	// Runs of consecutive burst slots of window win the flow sent in,
 	// the last growing with the flow's frames; a run that cannot join
-	// the last goes into the activity profile (the cold tally) with the
+	// the last goes into the activity profile (cold.act) with the
 	// other when there are two, so that a flow that sends now and then
 	// touches the profile on every other run.
 	runs    [2]slotRun
@@ -57,48 +60,60 @@ type hot struct {
 	_       [2]byte
 }
 
-// cold is the rest of a flow's table entry, 512 bytes: the tally (the
-// activity profile, on a line of its own, and the flow's counters and
-// opcode mix in window win beyond hot's, with hot's folded in), what a new
-// window and an eviction need, the PSN gap and retransmission episode, and
-// the requests waiting for their answers. A frame touches it only for what
-// is rare or for the pairing of requests and answers: a NAK, a PSN out of
-// line, a request that waits for an answer, an answer, a fold, and the
-// flow's first frame in a window.
+// cold is the rest of a flow's table entry, 256 bytes, four lines: the
+// activity profile in window win beyond hot's runs; what a new window and
+// an eviction need, where the flow's tally is, the PSN gap and the
+// retransmission episode; the kinds and PSNs of the requests waiting for
+// their answers and the latencies matched in window win; the times of
+// those requests. A frame touches it only for what is rare or for the
+// pairing of requests and answers: a NAK, a PSN out of line, a request
+// that waits for an answer, an answer, a fold of the runs, and the flow's
+// first frame in a window.
 type cold struct {
-	act Activity // when in window win the flow sent, beyond hot's runs
+	act Activity // when in window win the flow sent, beyond hot's runs, when entAct
 
-	hash    uint64
-	lastWin int64 // last window with a packet; freeEntry when the slab entry is free
-	prevWin int64 // window of the record at prevRec, noWindow for none
-	prevRec int32 // position of the flow's record in window prevWin's flow list
-	slack   uint32
-
-	// Retransmission episodes (Retransmission): the NAK the next one is
-	// caused by, and the one going on.
+	lastWin   int64 // last window with a packet; freeEntry when the slab entry is free
+	prevWin   int64 // window of the record at prevRec, noWindow for none
 	nakAt     int64 // time of a NAK or RNR NAK since the last episode, 0 for none
-	epTrouble int64
+	epTrouble int64 // time of the trouble that caused the episode going on
+	prevRec   int32 // position of the flow's record in window prevWin's flow list
+	rec       int32 // position of the flow's tally in window win's flow list, when entTally
+	slack     uint32
 	gapLo     uint32 // first PSN the last gap skipped
 	gapHi     uint32 // PSN that ended the last gap
 	epPSN     uint32 // first PSN sent again
-	epAt      int32  // position of the flow's last record in window win's list, -1 for none
-	epStall   uint32 // ns from the trouble to the first frame sent again (saturates at 2^32-1)
-	nakSyn    uint8  // AETH syndrome of the NAK at nakAt
-	epCause   Cause
-	epCode    uint8
-	epN       uint8 // records of the flow in window win's list
-	pendAt    uint8 // next pending slot to overwrite
 
-	pend [pendSize]pending
-	c    [numFlowCounters]uint64 // counters in window win, beyond hot's
-	ops  OpMix                   // opcode mix in window win, beyond hot's
-	_    [8]byte
+	epAt     int32  // position of the flow's last record in window win's list, -1 for none
+	epStall  uint32 // ns from the trouble to the first frame sent again (saturates at 2^32-1)
+	epRecord bool   // the episode has its record at epAt in window win's list
+	nakSyn   uint8  // AETH syndrome of the NAK at nakAt
+	epCause  Cause
+	epCode   uint8
+	epN      uint8 // records of the flow in window win's list
+	pendAt   uint8 // next pending slot to overwrite
+	// Requests waiting for their answers, for latency at the mirror: the
+	// kind and PSN of each (pendKey), and when it was sent.
+	pendKey [pendSize]uint32
+	// Latencies matched in window win on this flow as the requester: the
+	// count and sum of READ (0) and ACK (1) latencies, beyond the tally's.
+	latN   [2]uint32
+	latSum [2]uint64
+	pendT  [pendSize]int64
+}
+
+// pendKey packs the kind and PSN of a request waiting for its answer.
+func pendKey(kind uint8, psn uint32) uint32 { return uint32(kind)<<24 | psn }
+
+// tallier gives the tally of a flow: its record in the flow list of the
+// window its entry counts in (the shard; a test's record).
+type tallier interface {
+	tally(h *hot, c *cold) *FlowRecord
 }
 
 // Sizes of the two parts (TestEntryLayout checks them).
 const (
 	hotSize  = 128
-	coldSize = 512
+	coldSize = 256
 )
 
 // slotRun is a run of consecutive burst slots of a flow on its way into
@@ -108,23 +123,17 @@ type slotRun struct {
 	start, end, ce, cnp uint16
 }
 
-// tally returns the counters of the cold tally, which then holds counts of
-// window win.
-func (h *hot) tally(c *cold) *[numFlowCounters]uint64 {
-	h.flags |= entTally
-	return &c.c
-}
-
 // count counts a frame of the flow in window win, in burst slot slot, and
-// its opcode: what every frame updates.
-func (h *hot) count(c *cold, ev *event, slot uint32) {
+// its opcode: what every frame updates. t gives the tally when the narrow
+// counters or the runs fold into it.
+func (h *hot) count(t tallier, c *cold, ev *event, slot uint32) {
 	if h.packets == math.MaxUint16 || h.bytes > math.MaxUint32-ev.wire || h.payload > math.MaxUint32-ev.payload {
-		h.fold(h.tally(c), &c.ops)
+		h.fold(t.tally(h, c))
 	}
 	h.bytes += ev.wire
 	h.payload += ev.payload
 	h.packets++
-	h.addSlot(c, slot, ev)
+	h.addSlot(t, c, slot, ev)
 	op := uint8(ev.opcode)
 	for i := range h.ops {
 		if h.opN[i] == 0 {
@@ -137,7 +146,7 @@ func (h *hot) count(c *cold, ev *event, slot uint32) {
 		}
 	}
 	// A fifth opcode since the last fold.
-	h.fold(h.tally(c), &c.ops)
+	h.fold(t.tally(h, c))
 	h.ops[0], h.opN[0] = op, 1
 }
 
@@ -145,7 +154,7 @@ func (h *hot) count(c *cold, ev *event, slot uint32) {
 // its last or the next and the run's bytes stay below 4 GiB, else as a new
 // run, after the runs went into the activity profile when there were two.
 // A run split at the 4 GiB mark joins again in the profile.
-func (h *hot) addSlot(c *cold, slot uint32, ev *event) {
+func (h *hot) addSlot(t tallier, c *cold, slot uint32, ev *event) {
 	s := uint16(slot)
 	var ce, cnp uint16
 	if ev.flags&evCE != 0 {
@@ -161,7 +170,7 @@ func (h *hot) addSlot(c *cold, slot uint32, ev *event) {
 			return
 		}
 		if int(n) == len(h.runs) {
-			h.tally(c)
+			h.flags |= entAct
 			h.flushRuns(&c.act)
 		}
 	}
@@ -177,9 +186,10 @@ func (h *hot) flushRuns(a *Activity) {
 	h.nruns = 0
 }
 
-// fold adds the counts h holds since the last fold to the counters c and
-// the opcode mix ops, and zeroes them.
-func (h *hot) fold(c *[numFlowCounters]uint64, ops *OpMix) {
+// fold adds the counts h holds since the last fold to the counters and
+// the opcode mix of f, and zeroes them.
+func (h *hot) fold(f *FlowRecord) {
+	c, ops := &f.C, &f.Ops
 	c[FlowBytes] += uint64(h.bytes)
 	c[FlowPayloadBytes] += uint64(h.payload)
 	c[FlowPackets] += uint64(h.packets)
@@ -195,23 +205,34 @@ func (h *hot) fold(c *[numFlowCounters]uint64, ops *OpMix) {
 	h.opN = [hotOps]uint16{}
 }
 
-// record fills f, a new record of window win in its flow list, with the
-// flow's counts there and empties the entry's: the tally, then what hot
-// holds since the last fold.
-func (h *hot) record(c *cold, f *FlowRecord) {
-	*f = FlowRecord{Key: h.key}
-	if h.flags&entTally != 0 {
-		f.Act, f.C, f.Ops = c.act, c.c, c.ops
-		c.act, c.c, c.ops = Activity{}, [numFlowCounters]uint64{}, OpMix{}
-		h.flags &^= entTally
+// record completes f, the flow's record of window win (its tally, or a
+// new one holding the key alone), with the counts the entry holds since
+// the last fold and its activity, and empties the entry's.
+func (h *hot) record(c *cold, f *FlowRecord, seed uint64) {
+	if h.flags&entAct != 0 {
+		f.Act, c.act = c.act, Activity{}
 	}
-	h.fold(&f.C, &f.Ops)
+	if c.latN != [2]uint32{} {
+		c.foldLatency(&f.C)
+	}
+	h.flags &^= entTally | entAct
+	h.fold(f)
 	h.flushRuns(&f.Act)
-	h.stamp(c, f)
+	h.stamp(f, seed)
+}
+
+// foldLatency adds the latencies the entry holds to the counters c and
+// zeroes them.
+func (c *cold) foldLatency(to *[numFlowCounters]uint64) {
+	to[FlowReadLatencyCount] += uint64(c.latN[0])
+	to[FlowReadLatencySum] += c.latSum[0]
+	to[FlowAckLatencyCount] += uint64(c.latN[1])
+	to[FlowAckLatencySum] += c.latSum[1]
+	c.latN, c.latSum = [2]uint32{}, [2]uint64{}
 }
 
 // stamp sets what a flow record takes from the entry rather than from its
 // frames: the source QP, the UDP source port and the flow hash.
-func (h *hot) stamp(c *cold, f *FlowRecord) {
-	f.SQP, f.SQPKnown, f.Sport, f.hash = h.sqp, h.flags&entSQPKnown != 0, h.sport, c.hash
+func (h *hot) stamp(f *FlowRecord, seed uint64) {
+	f.SQP, f.SQPKnown, f.Sport, f.hash = h.sqp, h.flags&entSQPKnown != 0, h.sport, h.key.Hash(seed)
 }

@@ -62,13 +62,6 @@ const (
 	pendAck
 )
 
-// pending is a request waiting for its answer, for latency at the mirror.
-type pending struct {
-	t    int64
-	psn  uint32
-	kind uint8
-}
-
 // shard is one worker's state: its slice of the QP table and its part of
 // the open windows. Exactly one goroutine uses a shard.
 type shard struct {
@@ -88,7 +81,7 @@ type shard struct {
 func newShard(cfg *Config, capacity int, pool *windowPool) *shard {
 	return &shard{
 		cfg:  cfg,
-		tab:  newTable(capacity),
+		tab:  newTable(capacity, cfg.Seed),
 		high: noWindow,
 		pool: pool,
 	}
@@ -225,11 +218,28 @@ func (s *shard) drain() []*Window {
 // win, the open window they belong to, and empties the entry's current
 // window; it marks the record of a retransmission episode still going on.
 func (s *shard) materialize(h *hot, c *cold, win *Window) {
-	h.endEpisode(c, win)
+	s.endEpisode(h, c, win)
 	c.epAt, c.epN = -1, 0
-	c.prevWin, c.prevRec = h.win, int32(len(win.Flows))
+	f := s.tally(h, c)
+	c.prevWin, c.prevRec = h.win, c.rec
 	h.win = noWindow
-	h.record(c, newFlow(win))
+	h.record(c, f, s.cfg.Seed)
+}
+
+// tally returns the flow's record in the flow list of the open window
+// its entry (h, c) counts in, making it when the flow has none yet: the
+// entry's counts go there when the narrow ones fold, and what is rare
+// counts there directly. The pointer is valid until the list next grows.
+func (s *shard) tally(h *hot, c *cold) *FlowRecord {
+	win := s.open.get(h.win)
+	if h.flags&entTally == 0 {
+		h.flags |= entTally
+		c.rec = int32(len(win.Flows))
+		f := newFlow(win)
+		*f = FlowRecord{Key: h.key}
+		return f
+	}
+	return &win.Flows[c.rec]
 }
 
 // newFlow appends a record to the flow list of win and returns it, to be
@@ -331,7 +341,7 @@ func (s *shard) handle(ev *event) {
 	late := s.counters(idx, h, c, win)
 	f := ev.flags
 	if late == nil {
-		h.count(c, ev, s.slotIn(win, ev))
+		h.count(s, c, ev, s.slotIn(win, ev))
 		if f&evEndsMessage != 0 {
 			h.msgs++
 		}
@@ -339,7 +349,7 @@ func (s *shard) handle(ev *event) {
 			h.acks++
 		}
 		if f&(evCE|evFECN|evBECN|evNAK|evRNR|evCNP) != 0 {
-			countFlags(h.tally(c), f&^(evEndsMessage|evAck))
+			countFlags(&s.tally(h, c).C, f&^(evEndsMessage|evAck))
 		}
 	} else {
 		late.Act.add(frameRun(s.slotIn(win, ev), ev))
@@ -436,22 +446,33 @@ func (s *shard) counters(idx int32, h *hot, c *cold, win *Window) *FlowRecord {
 		c.prevWin, c.prevRec = w, int32(len(win.Flows))
 		f := newFlow(win)
 		*f = FlowRecord{Key: h.key}
-		h.stamp(c, f)
+		h.stamp(f, s.cfg.Seed)
 	}
 	return &win.Flows[c.prevRec]
 }
 
-// record returns the counters of entry idx in window win when the flow sent
-// a frame there, or nil.
-func (s *shard) record(idx int32, win *Window) *[numFlowCounters]uint64 {
+// latency counts a READ (kind 0) or ACK (1) latency matched in window win
+// on the flow at slab position idx, the requester, when the flow sent a
+// frame there: in its entry when it counts in win, else in its record.
+func (s *shard) latency(idx int32, win *Window, kind int, lat uint64) {
 	h, c := &s.tab.hot[idx], &s.tab.cold[idx]
 	switch w := win.Index(); w {
 	case h.win:
-		return h.tally(c)
+		if c.latN[kind] == math.MaxUint32 {
+			c.foldLatency(&s.tally(h, c).C)
+		}
+		c.latN[kind]++
+		c.latSum[kind] += lat
 	case c.prevWin:
-		return &win.Flows[c.prevRec].C
+		r := &win.Flows[c.prevRec].C
+		if kind == 0 {
+			r[FlowReadLatencyCount]++
+			r[FlowReadLatencySum] += lat
+		} else {
+			r[FlowAckLatencyCount]++
+			r[FlowAckLatencySum] += lat
+		}
 	}
-	return nil
 }
 
 // admit adds the flow of ev to the table, evicting an idle flow when the
@@ -530,11 +551,11 @@ func (s *shard) learnMTU(h *hot, ev *event) {
 
 // counts returns the counters a rare fact of a frame counts in: late's
 // when the frame is late, else the entry's tally.
-func counts(h *hot, c *cold, late *FlowRecord) *[numFlowCounters]uint64 {
+func (s *shard) counts(h *hot, c *cold, late *FlowRecord) *[numFlowCounters]uint64 {
 	if late != nil {
 		return &late.C
 	}
-	return h.tally(c)
+	return &s.tally(h, c).C
 }
 
 // trackPSN follows the request PSNs of a flow (24-bit arithmetic): a PSN
@@ -549,7 +570,7 @@ func (s *shard) trackPSN(h *hot, c *cold, late *FlowRecord, win *Window, ev *eve
 		case d == 0:
 		case d < psnHalf:
 			if h.flags&entSlack == 0 || d > c.slack {
-				counts(h, c, late)[FlowPSNGaps]++
+				s.counts(h, c, late)[FlowPSNGaps]++
 				win.Counters[PSNGaps]++
 				c.gapLo, c.gapHi = h.epsn, ev.psn
 				h.flags = h.flags&^entNAKed | entGap
@@ -559,14 +580,14 @@ func (s *shard) trackPSN(h *hot, c *cold, late *FlowRecord, win *Window, ev *eve
 			// comes before the responder complained arrives out of
 			// order; anything else is sent again.
 			if h.flags&(entGap|entNAKed) == entGap && (ev.psn-c.gapLo)&psnMask < (c.gapHi-c.gapLo)&psnMask {
-				counts(h, c, late)[FlowOutOfOrder]++
+				s.counts(h, c, late)[FlowOutOfOrder]++
 				win.Counters[OutOfOrder]++
 				if ev.psn == c.gapLo {
 					c.gapLo = (c.gapLo + 1) & psnMask
 				}
 				return
 			}
-			counts(h, c, late)[FlowRetransmits]++
+			s.counts(h, c, late)[FlowRetransmits]++
 			win.Counters[Retransmits]++
 			s.resent(h, c, win, ev)
 			if ev.flags&(evReadReq|evAckReq) != 0 {
@@ -579,7 +600,7 @@ func (s *shard) trackPSN(h *hot, c *cold, late *FlowRecord, win *Window, ev *eve
 		// A new PSN ends the episode.
 		h.flags &^= entEpisode
 		if h.win != noWindow {
-			h.endEpisode(c, s.open.get(h.win))
+			s.endEpisode(h, c, s.open.get(h.win))
 		}
 	}
 	h.flags = h.flags&^entSlack | entPSNValid
@@ -614,19 +635,20 @@ func (c *cold) await(win *Window, ev *event, resent bool) {
 	if ev.flags&evReadReq != 0 {
 		kind = pendRead
 	}
+	key := pendKey(kind, ev.psn)
 	if resent {
-		for i := range c.pend {
-			if p := &c.pend[i]; p.kind == kind && p.psn == ev.psn {
-				p.t = ev.time
+		for i, k := range c.pendKey {
+			if k == key {
+				c.pendT[i] = ev.time
 				return
 			}
 		}
 	}
-	p := &c.pend[c.pendAt]
-	if p.kind == pendRead {
+	i := c.pendAt
+	if uint8(c.pendKey[i]>>24) == pendRead {
 		win.Counters[ReadLatencyUnmatched]++
 	}
-	*p = pending{t: ev.time, psn: ev.psn, kind: kind}
+	c.pendKey[i], c.pendT[i] = key, ev.time
 	c.pendAt = (c.pendAt + 1) % pendSize
 }
 
@@ -640,7 +662,8 @@ func (c *cold) await(win *Window, ev *event, resent bool) {
 // retransmits only.
 func (s *shard) resent(h *hot, c *cold, win *Window, ev *event) {
 	if h.flags&entEpisode == 0 {
-		h.flags = h.flags&^entEpRecorded | entEpisode
+		h.flags |= entEpisode
+		c.epRecord = false
 		c.epTrouble, c.epCause, c.epCode = h.lastReq, CauseTimeout, 0
 		if c.nakAt != 0 {
 			c.epTrouble, c.epCause, c.epCode = c.nakAt, CauseNAK, c.nakSyn&31
@@ -652,14 +675,14 @@ func (s *shard) resent(h *hot, c *cold, win *Window, ev *event) {
 		c.epPSN = ev.psn
 		c.epStall = uint32(min(max(ev.time-c.epTrouble, 0), math.MaxUint32))
 	}
-	if h.win != win.Index() || h.flags&entEpRecorded != 0 {
+	if h.win != win.Index() || c.epRecord {
 		return
 	}
 	// The record's Resent holds the flow's retransmits before the
 	// episode's first frame in the window until endEpisode, so that a
 	// frame touches nothing but the entry.
-	h.flags |= entEpRecorded
-	base := uint32(c.c[FlowRetransmits]) - 1
+	c.epRecord = true
+	base := uint32(s.tally(h, c).C[FlowRetransmits]) - 1
 	if c.epN < maxEpisodes {
 		c.epAt, c.epN = int32(len(win.Retrans)), c.epN+1
 		trouble := c.epTrouble - win.Start
@@ -674,13 +697,13 @@ func (s *shard) resent(h *hot, c *cold, win *Window, ev *event) {
 // endEpisode completes the record of the flow's retransmission episode in
 // win, the flow's current window, if it has one there: its frames resent,
 // and its last, the flow's last request.
-func (h *hot) endEpisode(c *cold, win *Window) {
-	if h.flags&entEpRecorded == 0 {
+func (s *shard) endEpisode(h *hot, c *cold, win *Window) {
+	if !c.epRecord {
 		return
 	}
-	h.flags &^= entEpRecorded
+	c.epRecord = false
 	rec := &win.Retrans[c.epAt]
-	rec.Resent = uint32(c.c[FlowRetransmits]) - rec.Resent
+	rec.Resent = uint32(s.tally(h, c).C[FlowRetransmits]) - rec.Resent
 	rec.Last = h.lastReq - win.Start
 	rec.Ongoing = h.flags&entEpisode != 0
 }
@@ -690,35 +713,30 @@ func (h *hot) endEpisode(c *cold, win *Window) {
 // flow.
 func (s *shard) matchLatency(h *hot, win *Window, ev *event) {
 	req := &s.tab.cold[h.peer]
-	for i := range req.pend {
-		p := &req.pend[i]
-		var c FlowCounter
+	for i, k := range req.pendKey {
+		kind, psn := uint8(k>>24), k&psnMask
+		var read bool
 		switch {
-		case p.kind == pendRead && ev.flags&evReadRespHead != 0 && p.psn == ev.psn:
-			c = FlowReadLatencyCount
-		case p.kind == pendAck && ev.flags&evAck != 0 && (ev.psn-p.psn)&psnMask < psnHalf:
-			c = FlowAckLatencyCount
+		case kind == pendRead && ev.flags&evReadRespHead != 0 && psn == ev.psn:
+			read = true
+		case kind == pendAck && ev.flags&evAck != 0 && (ev.psn-psn)&psnMask < psnHalf:
 		default:
 			continue
 		}
-		lat := ev.time - p.t
-		p.kind = pendNone
+		lat := ev.time - req.pendT[i]
+		req.pendKey[i] = pendKey(pendNone, psn)
 		if lat < 0 {
 			continue
 		}
 		// The window's quantiles count every match; the requester's
 		// flow counts it when it sent in this window too, so that a
 		// flow with no frame in a window is never part of it.
-		sum := FlowAckLatencySum
-		if c == FlowReadLatencyCount {
-			sum = FlowReadLatencySum
+		if read {
 			win.ReadLatency.Add(float64(lat))
+			s.latency(h.peer, win, 0, uint64(lat))
 		} else {
 			win.AckLatency.Add(float64(lat))
-		}
-		if r := s.record(h.peer, win); r != nil {
-			r[c]++
-			r[sum] += uint64(lat)
+			s.latency(h.peer, win, 1, uint64(lat))
 		}
 	}
 }

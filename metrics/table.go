@@ -25,6 +25,7 @@ type table struct {
 	n     int     // slab positions handed out
 	free  []int32 // slab positions of evicted entries, for reuse
 	max   int     // capacity in entries
+	seed  uint64  // of the flow hash
 	used  int     // live entries
 	hand  int     // next slab position victim looks at
 	mem   *tableMem
@@ -44,8 +45,8 @@ func (m *tableMem) free() {
 // freeEntry marks the lastWin of a slab entry that holds no flow.
 const freeEntry = -1 << 63
 
-func newTable(capacity int) *table {
-	t := &table{max: capacity, mem: new(tableMem)}
+func newTable(capacity int, seed uint64) *table {
+	t := &table{max: capacity, seed: seed, mem: new(tableMem)}
 	t.hot, t.mem.hot = makeArray[hot](capacity)
 	t.cold, t.mem.cold = makeArray[cold](capacity)
 	t.index.init(initialSlots, &t.mem.index)
@@ -101,7 +102,7 @@ func (t *table) insert(key *FlowKey, h uint64) int32 {
 		*c = cold{}
 	}
 	t.fresh = max(t.fresh, int(idx)+1)
-	c.hash, c.lastWin, c.prevWin, c.epAt = h, noWindow, noWindow, -1
+	c.lastWin, c.prevWin, c.epAt = noWindow, noWindow, -1
 	t.place(uint32(idx), h)
 	t.used++
 	return idx
@@ -109,7 +110,7 @@ func (t *table) insert(key *FlowKey, h uint64) int32 {
 
 // remove deletes the entry at slab position idx.
 func (t *table) remove(idx int32) {
-	t.index.remove(uint32(idx), t.cold[idx].hash)
+	t.index.remove(uint32(idx), t.hot[idx].key.Hash(t.seed))
 	t.free = append(t.free, idx)
 	t.cold[idx].lastWin = freeEntry
 	t.used--

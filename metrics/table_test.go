@@ -20,7 +20,7 @@ func testKey(i uint32) FlowKey {
 // every step against a Go map.
 func TestTableAgainstMap(t *testing.T) {
 	const capacity = 5000
-	tab := newTable(capacity)
+	tab := newTable(capacity, 1)
 	want := make(map[FlowKey]int32)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for step := range 200000 {
@@ -37,13 +37,13 @@ func TestTableAgainstMap(t *testing.T) {
 			delete(want, k)
 		case !ok && !tab.full():
 			idx := tab.insert(&k, h)
-			if e, c := &tab.hot[idx], &tab.cold[idx]; e.key != k || c.hash != h || e.peer != -1 || e.win != noWindow ||
-				c.lastWin != noWindow || c.prevWin != noWindow || c.epAt != -1 || c.pend != [pendSize]pending{} {
+			if e, c := &tab.hot[idx], &tab.cold[idx]; e.key != k || e.peer != -1 || e.win != noWindow ||
+				c.lastWin != noWindow || c.prevWin != noWindow || c.epAt != -1 || c.pendKey != [pendSize]uint32{} || c.pendT != [pendSize]int64{} {
 				t.Fatalf("step %d: inserted entry %+v %+v", step, *e, *c)
 			}
 			// Dirty the entry as a flow would, so that a reuse of
 			// its slab position must reset it.
-			tab.cold[idx].pend[3].t, tab.hot[idx].bytes = 5, 7
+			tab.cold[idx].pendT[3], tab.hot[idx].bytes = 5, 7
 			want[k] = idx
 		case !ok && len(want) != capacity:
 			t.Fatalf("step %d: table full with %d of %d entries", step, len(want), capacity)
@@ -63,7 +63,7 @@ func TestTableAgainstMap(t *testing.T) {
 }
 
 func TestTableVictim(t *testing.T) {
-	tab := newTable(4)
+	tab := newTable(4, 1)
 	keys := []FlowKey{testKey(1), testKey(2), testKey(3), testKey(4)}
 	for i, k := range keys {
 		idx := tab.insert(&k, k.Hash(1))
@@ -132,9 +132,11 @@ func TestEntryLayout(t *testing.T) {
 		{"pmtu", unsafe.Offsetof(h.pmtu), unsafe.Offsetof(h.pmtuMin) + 2, 1},
 		{"opcode mix", unsafe.Offsetof(h.ops), unsafe.Offsetof(h.opN) + unsafe.Sizeof(h.opN), 1},
 		{"activity", unsafe.Offsetof(c.act), unsafe.Offsetof(c.act) + unsafe.Sizeof(c.act), 0},
-		{"hash", unsafe.Offsetof(c.hash), unsafe.Offsetof(c.hash) + 8, 1},
 		{"lastWin", unsafe.Offsetof(c.lastWin), unsafe.Offsetof(c.lastWin) + 8, 1},
 		{"prevWin", unsafe.Offsetof(c.prevWin), unsafe.Offsetof(c.prevRec) + 4, 1},
+		{"rec", unsafe.Offsetof(c.rec), unsafe.Offsetof(c.rec) + 4, 1},
+		{"pendKey", unsafe.Offsetof(c.pendKey), unsafe.Offsetof(c.pendKey) + unsafe.Sizeof(c.pendKey), 2},
+		{"latencies", unsafe.Offsetof(c.latN), unsafe.Offsetof(c.latSum) + unsafe.Sizeof(c.latSum), 2},
 	} {
 		if a, b := line(f.off), line(f.end-1); a != f.want || b != f.want {
 			t.Errorf("%s at [%d, %d), lines %d-%d, want line %d", f.name, f.off, f.end, a, b, f.want)
@@ -142,7 +144,7 @@ func TestEntryLayout(t *testing.T) {
 	}
 	// The arrays start on a 128-byte boundary, so that each hot part is
 	// a pair of lines the processors fetch together.
-	tab := newTable(3)
+	tab := newTable(3, 1)
 	if a := uintptr(unsafe.Pointer(&tab.hot[0])); a%128 != 0 {
 		t.Errorf("hot array at %#x, not on 128 bytes", a)
 	}
@@ -160,7 +162,7 @@ func TestConnsAgainstMap(t *testing.T) {
 		sport    uint16
 	}
 	const capacity = 6000
-	tab := newTable(capacity)
+	tab := newTable(capacity, 1)
 	first := make(map[conn]int32)
 	live := make(map[FlowKey]int32)
 	rng := rand.New(rand.NewPCG(3, 4))
