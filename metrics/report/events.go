@@ -306,19 +306,27 @@ type dstAgg struct {
 	flows int
 }
 
-// slotPoint is where a run of a flow into a destination starts or ends.
-type slotPoint struct {
-	slot uint32
-	edge uint8 // runEnd or runStart: ends come first at a slot
-	flow int32
-	dens uint64
-}
+// slotPoint is where a run of a flow into a destination starts or ends:
+// the slot, the edge (runEnd or runStart), the flow's position in the
+// window's list and the run's in the flow's profile, packed so that
+// points sort as integers in the order the incast sweep takes them: by
+// slot, ends before starts, then by flow.
+type slotPoint uint64
 
 // Edges of a run, in the order the incast sweep takes them at one slot.
 const (
 	runEnd uint8 = iota
 	runStart
 )
+
+func newSlotPoint(slot uint32, edge uint8, flow int32, run int) slotPoint {
+	return slotPoint(uint64(slot)<<35 | uint64(edge)<<34 | uint64(uint32(flow))<<2 | uint64(run))
+}
+
+func (p slotPoint) slot() uint32 { return uint32(p >> 35) }
+func (p slotPoint) edge() uint8  { return uint8(p>>34) & 1 }
+func (p slotPoint) flow() int32  { return int32(uint32(p >> 2)) }
+func (p slotPoint) run() int     { return int(p & 3) }
 
 // incasts appends the incasts of w: per destination, the burst slots in
 // which flows from at least Rules.IncastSources source addresses send it
@@ -372,31 +380,28 @@ func (rp *Reporter) incastsInto(w *metrics.Window, evs []Event, a *dstAgg, thr u
 	flows := w.Flows
 	pts := rp.points[:0]
 	for i := a.head; i >= 0; i = rp.nextFlow[i] {
-		for _, r := range flows[i].Act.Runs() {
-			d := density(&r)
-			pts = append(pts, slotPoint{uint32(r.Start), runStart, i, d}, slotPoint{uint32(r.End), runEnd, i, d})
+		for k, r := range flows[i].Act.Runs() {
+			pts = append(pts, newSlotPoint(uint32(r.Start), runStart, i, k), newSlotPoint(uint32(r.End), runEnd, i, k))
 		}
 	}
-	// In slot order, ends before starts, then by flow: the same order
-	// whatever order the flows came in.
-	slices.SortFunc(pts, func(x, y slotPoint) int {
-		return cmp.Or(cmp.Compare(x.slot, y.slot), cmp.Compare(x.edge, y.edge), cmp.Compare(x.flow, y.flow))
-	})
+	// The same order whatever order the flows came in.
+	slices.Sort(pts)
 	rp.points = pts
 	clear(rp.active)
 	var agg, peak uint64
 	firing, from := false, uint32(0)
 	for k := 0; k < len(pts); {
-		s := pts[k].slot
-		for ; k < len(pts) && pts[k].slot == s; k++ {
-			p := &pts[k]
-			src := flows[p.flow].Key.Src
-			if p.edge == runStart {
-				agg += p.dens
+		s := pts[k].slot()
+		for ; k < len(pts) && pts[k].slot() == s; k++ {
+			p := pts[k]
+			f := &flows[p.flow()]
+			src, dens := f.Key.Src, density(&f.Act[p.run()])
+			if p.edge() == runStart {
+				agg += dens
 				rp.active[src]++
 				continue
 			}
-			agg -= p.dens
+			agg -= dens
 			if rp.active[src]--; rp.active[src] == 0 {
 				delete(rp.active, src)
 			}
