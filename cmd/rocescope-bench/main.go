@@ -13,6 +13,16 @@
 // getrusage), its ratio to the walk's rate, the ratio of its CPU per frame
 // to the baseline's, its peak resident memory and its minor page faults.
 //
+// Each run starts --settle after the last ended. On a VM whose balloon
+// driver reports freed pages to the host (virtio-balloon free page
+// reporting), a process that starts right after another one exits reuses
+// memory the host still backs, while one that starts seconds later pays
+// the host's first touch of every page again: on the AMD EPYC VM the
+// README names, a 1 M-connection replay took 0.2-0.3 s of system time
+// right after another and 1.0-1.2 s four seconds later, runs alternating
+// between the two when started back to back. Settling gives every run the
+// second case, the one a capture host sees.
+//
 // Run it from the repository root (the default traces take about 7 GB in
 // --dir and most of an hour):
 //
@@ -131,6 +141,7 @@ func run(ctx context.Context, args []string) error {
 	baseline := fs.String("baseline", "", "also replay with rocescope built from this commit (built in a temporary worktree) and print the ratio of CPU per frame to it")
 	dir := fs.String("dir", filepath.Join(os.TempDir(), "rocescope-bench"), "where the binaries and traces go (kept between runs)")
 	tsharkMax := fs.Int("tshark-frames", 2_000_000, "run tshark (once) on traces of at most this many frames; 0: never")
+	settle := fs.Duration("settle", 4*time.Second, "pause before each run, so that the memory the last run freed has gone back to a VM's host (see the package doc)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -158,8 +169,8 @@ func run(ctx context.Context, args []string) error {
 	_, err = exec.LookPath("tshark")
 	haveTshark := err == nil
 	host, _ := os.Hostname()
-	fmt.Printf("rocescope-bench on %s: %s/%s, %d CPUs, %s; traces of %d-byte frames in %s; median of %d rounds\n\n",
-		host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), *snap, *dir, *runs)
+	fmt.Printf("rocescope-bench on %s: %s/%s, %d CPUs, %s; traces of %d-byte frames in %s; median of %d rounds, runs %v apart\n\n",
+		host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), *snap, *dir, *runs, *settle)
 	// Fixed columns rather than a tabwriter: each trace's rows are printed
 	// as soon as they are measured, and still line up with the others.
 	const row = "%8v %9v %6v %26v %7v %13v %8v %12v %13v %12v\n"
@@ -189,7 +200,7 @@ func run(ctx context.Context, args []string) error {
 				list = append(list, contestant{name: "tshark -T fields", runs: 1, base: -1,
 					args: []string{"tshark", "-n", "--disable-protocol", "rpcordma", "-T", "fields", "-e", "infiniband.bth.opcode", "-r"}})
 			}
-			results, err := rounds(ctx, list, trace)
+			results, err := rounds(ctx, list, trace, *settle)
 			if err != nil {
 				return err
 			}
@@ -253,16 +264,21 @@ func generate(ctx context.Context, bin, trace string, sh shape, conns, snap int)
 }
 
 // rounds runs the contestants on trace in rounds, one run of each per
-// round (each ct.runs times in all), and returns the median run of each:
-// the run of median CPU time; its wall time, peak memory and faults are
-// the medians of theirs.
-func rounds(ctx context.Context, list []contestant, trace string) ([]result, error) {
+// round (each ct.runs times in all), each settle after the last, and
+// returns the median run of each: the run of median CPU time; its wall
+// time, peak memory and faults are the medians of theirs.
+func rounds(ctx context.Context, list []contestant, trace string, settle time.Duration) ([]result, error) {
 	all := make([][]result, len(list))
 	for round := 0; ; round++ {
 		ran := false
 		for i, ct := range list {
 			if round >= max(ct.runs, 1) {
 				continue
+			}
+			select {
+			case <-time.After(settle):
+			case <-ctx.Done():
+				return nil, ctx.Err()
 			}
 			r, err := timed(ctx, append(slices.Clone(ct.args), trace))
 			if err != nil {
