@@ -109,10 +109,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// benchRead reads the file of the given kind over and over, mapped or
-// (mapped false) read through the buffers as a pipe would be; one b.N is
+// benchRead reads the file of the given kind over and over, opened by
+// path or (byPath false) as standard input, as a pipe would be; one b.N is
 // one record.
-func benchRead(b *testing.B, kind string, mapped bool, batch int) {
+func benchRead(b *testing.B, kind string, byPath bool, batch int) {
 	path := benchFile(b, kind)
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -129,7 +129,7 @@ func benchRead(b *testing.B, kind string, mapped bool, batch int) {
 	)
 	for i := 0; i < b.N; {
 		if src == nil {
-			if mapped {
+			if byPath {
 				src, err = Open([]string{path}, nil)
 			} else if f, err = os.Open(path); err == nil {
 				src, err = open([]string{"-"}, nil, f)
@@ -163,7 +163,7 @@ func benchRead(b *testing.B, kind string, mapped bool, batch int) {
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/record")
 }
 
-// benchReadPaths reads the mapped files over and over with opts; one b.N
+// benchReadPaths reads the files over and over with opts; one b.N
 // is one record.
 func benchReadPaths(b *testing.B, paths []string, opts *Options, batch int) {
 	var size int64
@@ -206,7 +206,7 @@ func benchReadPaths(b *testing.B, paths []string, opts *Options, batch int) {
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/record")
 }
 
-// BenchmarkReadFiles reads two mapped pcap files: one after another
+// BenchmarkReadFiles reads two pcap files: one after another
 // (Concat), merged when they follow each other in time (a rotated
 // capture), and merged when they hold the same times (two mirrors), where
 // the merge alternates between the files at every frame.
@@ -232,13 +232,13 @@ func BenchmarkReadFiles(b *testing.B) {
 	}
 }
 
-// benchReadAll runs benchRead for mapped and read input and several batch
+// benchReadAll runs benchRead for a file and standard input and several batch
 // sizes.
 func benchReadAll(b *testing.B, kind string) {
-	for _, mapped := range []bool{true, false} {
-		mode := map[bool]string{true: "mmap", false: "read"}[mapped]
+	for _, byPath := range []bool{true, false} {
+		mode := map[bool]string{true: "file", false: "stdin"}[byPath]
 		for _, n := range []int{64, 256, 1024} {
-			b.Run(fmt.Sprintf("%s/batch=%d", mode, n), func(b *testing.B) { benchRead(b, kind, mapped, n) })
+			b.Run(fmt.Sprintf("%s/batch=%d", mode, n), func(b *testing.B) { benchRead(b, kind, byPath, n) })
 		}
 	}
 }

@@ -304,7 +304,7 @@ func TestFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = copyFrames(got, b)
-	// One record of 60 bytes read from the first, mapped file.
+	// One record of 60 bytes read from the first file.
 	if p, want := src.Progress(), (Progress{File: 1, Files: 4, Done: 24 + 16 + 60, Total: size}); p != want {
 		t.Errorf("Progress() after one frame = %+v, want %+v", p, want)
 	}

@@ -34,8 +34,8 @@ func sentinelOf(t *testing.T, err error) error {
 	return nil
 }
 
-// fuzzRead reads data as a file through the mapped path and as standard
-// input (through small read buffers if small), checks that both give the same frames
+// fuzzRead reads data as a file (4 MiB buffers) and as standard input
+// (through the smallest read buffers, smaller still if small), checks that both give the same frames
 // and error, and returns them with the frames read with KeepGoing. It also reads with KeepGoing and checks that
 // no error comes out, that damage was counted when there was some, and
 // that the frames are the same when no damage was counted. (KeepGoing may
@@ -68,21 +68,21 @@ func fuzzRead(t *testing.T, data []byte, small bool) (frames, keptFrames []frame
 		got, err := readAll(t, src, 3)
 		return got, src.Stats(), err
 	}
-	mapped, _, err := read(false, false)
-	var keptMapped []frame
+	whole, _, err := read(false, false)
+	var keptWhole []frame
 	sentinel := sentinelOf(t, err)
 	streamed, _, err2 := read(true, false)
-	if diff := diffFrames(mapped, streamed); diff != "" {
-		t.Fatalf("mapped and read input differ (-mapped +read):\n%s", diff)
+	if diff := diffFrames(whole, streamed); diff != "" {
+		t.Fatalf("file and standard input differ (-file +stdin):\n%s", diff)
 	}
 	if s := sentinelOf(t, err2); s != sentinel {
-		t.Fatalf("mapped input: %v; read input: %v", err, err2)
+		t.Fatalf("file: %v; standard input: %v", err, err2)
 	}
 	for _, stdin := range []bool{false, true} {
 		kept, st, kerr := read(stdin, true)
 		if errors.Is(err, ErrNotCapture) {
 			// No capture at all: KeepGoing fails alike.
-			if !errors.Is(kerr, ErrNotCapture) || len(kept) != 0 || len(mapped) != 0 || st.Errors != 0 {
+			if !errors.Is(kerr, ErrNotCapture) || len(kept) != 0 || len(whole) != 0 || st.Errors != 0 {
 				t.Fatalf("not a capture: KeepGoing read %d frames (%+v) and error %v", len(kept), st, kerr)
 			}
 			continue
@@ -96,14 +96,14 @@ func fuzzRead(t *testing.T, data []byte, small bool) (frames, keptFrames []frame
 		if err != nil && st.Errors == 0 {
 			t.Fatalf("KeepGoing counted no errors; without it the error was %v", err)
 		}
-		if st.Errors == 0 && diffFrames(mapped, kept) != "" {
-			t.Fatalf("KeepGoing counted no damage but read other frames (-plain +KeepGoing):\n%s", diffFrames(mapped, kept))
+		if st.Errors == 0 && diffFrames(whole, kept) != "" {
+			t.Fatalf("KeepGoing counted no damage but read other frames (-plain +KeepGoing):\n%s", diffFrames(whole, kept))
 		}
 		if !stdin {
-			keptMapped = kept
+			keptWhole = kept
 		}
 	}
-	return mapped, keptMapped, err
+	return whole, keptWhole, err
 }
 
 // parsePcap is an independent, plain reading of a classic pcap file: the

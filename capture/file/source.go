@@ -19,15 +19,16 @@ const DefaultSnapLimit = 256 << 10
 // maxSnapLimit bounds Options.SnapLimit.
 const maxSnapLimit = 64 << 20
 
-// Read buffer sizes for input that is not mapped.
+// Read buffer sizes.
 const (
 	bufferSize  = 4 << 20
-	fileMinFill = 1 << 20 // regular files (gzip) are read in chunks of at least this
-	// mergeMinFill replaces fileMinFill when files are merged: every file
-	// is read from the start, and what a refill reads ahead stays in
-	// memory until the merge comes to it (a rotated capture of 1000 gzip
-	// files would hold 1 GiB).
-	mergeMinFill = 64 << 10
+	fileMinFill = 1 << 20 // regular files are read in chunks of at least this
+	// mergeMinFill and mergeBufferSize replace fileMinFill and bufferSize
+	// when files are merged: every file is open from the start, with its
+	// own buffers (a rotated capture of 1000 files holds 320 MiB of
+	// them with the default snap limit).
+	mergeMinFill    = 64 << 10
+	mergeBufferSize = 4 * mergeMinFill
 )
 
 // Options configure a [Source]. The zero value and nil mean the defaults.
@@ -100,7 +101,6 @@ type Source struct {
 	ins      []*input // the files open and not finished, in the order of paths
 	win      window   // reading one after another: the window the files share
 	merging  bool     // several files merged by time: each has its own window
-	spent    [][]byte // mappings of finished files, released at the next Next
 	finished int64    // bytes of the files finished, for Progress
 	err      error    // error that ended reading, returned by every later Next
 
@@ -113,14 +113,13 @@ var _ capture.Source = (*Source)(nil)
 
 // input is one open file.
 type input struct {
-	path   string
-	index  int            // position in Source.paths
-	file   *os.File       // nil for standard input
-	mapped []byte         // the mapping of a regular file, or nil
-	count  *countedReader // compressed bytes read, for gzip input
-	win    *window        // unread bytes: Source.win, or the file's own when merging
-	rd     reader
-	ended  bool // the reader has nothing more to give
+	path  string
+	index int            // position in Source.paths
+	file  *os.File       // nil for standard input
+	count *countedReader // compressed bytes read, for gzip input
+	win   *window        // unread bytes: Source.win, or the file's own when merging
+	rd    reader
+	ended bool // the reader has nothing more to give
 
 	// Frames read ahead, when merging: head.Frames[next:] are not delivered
 	// yet, and err came after them.
@@ -209,8 +208,15 @@ func open(paths []string, opts *Options, stdin io.Reader) (*Source, error) {
 	return s, nil
 }
 
-// windowSize returns the size of each read buffer of a window.
-func (s *Source) windowSize() int { return max(bufferSize, s.opts.SnapLimit+blockOverhead) }
+// windowSize returns the size of each read buffer of a window: of the
+// one window, or of each file's when merging.
+func (s *Source) windowSize() int {
+	size := bufferSize
+	if s.merging {
+		size = mergeBufferSize
+	}
+	return max(size, s.opts.SnapLimit+blockOverhead)
+}
 
 // check returns the size of path if it is a regular file (-1 if not), and
 // the os error that opening it for reading would give, if it is a regular
@@ -234,7 +240,7 @@ func check(path string) (int64, error) {
 // Next fills b with the next frames, as [capture.Source] describes. It
 // goes on from one file to the next within a call, and returns fewer
 // frames than b has room for only at the end of the input, before an error,
-// or when unmapped input has filled both read buffers. The frames' bytes
+// or when the input has filled both read buffers. The frames' bytes
 // stay valid until the next call to Next or Close.
 func (s *Source) Next(b *capture.Batch) error {
 	s.mu.Lock()
@@ -278,10 +284,6 @@ func (s *Source) fill(b *capture.Batch) error {
 	if s.err != nil {
 		return s.err
 	}
-	for _, m := range s.spent {
-		unmapFile(m)
-	}
-	s.spent = s.spent[:0]
 	s.win.lent = [2]bool{}
 	for _, in := range s.ins {
 		if in.next == len(in.head.Frames) {
@@ -523,14 +525,6 @@ func (s *Source) openNext(win *window) (*input, error) {
 			if fi.Size() == 0 {
 				return in, fmt.Errorf("capture: %s: empty file: %w", path, ErrTruncated)
 			}
-			if m, ok := mapFile(f, fi.Size()); ok {
-				if !isGzip(m) {
-					in.mapped = m
-					win.startMapped(m)
-					return in, s.pick(in, m)
-				}
-				unmapFile(m)
-			}
 		}
 	}
 	magic, raw, err := peek(raw)
@@ -647,12 +641,8 @@ func (s *Source) finish(in *input) {
 	s.drop(in)
 }
 
-// drop closes in and queues its mapping for release.
+// drop closes in.
 func (s *Source) drop(in *input) {
-	if in.mapped != nil {
-		s.spent = append(s.spent, in.mapped)
-		in.mapped = nil
-	}
 	if in.file != nil {
 		s.untrack(in.file)
 		in.file.Close()
@@ -667,10 +657,6 @@ func (s *Source) release() {
 		s.drop(in)
 	}
 	s.ins = nil
-	for _, m := range s.spent {
-		unmapFile(m)
-	}
-	s.spent = nil
 	s.win = window{}
 }
 

@@ -4,9 +4,8 @@ import (
 	"io"
 )
 
-// window holds the unread input of the current file. A mapped file is one
-// window over all of its bytes. Other input is read into two buffers used in
-// turn: a refill compacts the unread tail into the current buffer, or into
+// window holds the unread input of the current file, read into two buffers
+// used in turn: a refill compacts the unread tail into the current buffer, or into
 // the other one when frames handed out during this Next call still point
 // into the current one. When both hold lent frames the refill fails with
 // errFull and Next returns the frames it has.
@@ -14,8 +13,8 @@ type window struct {
 	data []byte    // buffered input; data[pos:] is unread
 	pos  int       // read position in data
 	base int64     // file offset of data[0]
-	r    io.Reader // nil when data holds the whole input
-	eof  bool      // r has returned io.EOF, or data holds the whole input
+	r    io.Reader // the input
+	eof  bool      // r has returned io.EOF
 	err  error     // read error, returned once the data before it is used
 
 	minFill int       // bytes a refill tries to buffer before it returns
@@ -28,11 +27,6 @@ type window struct {
 
 // maxZeroReads bounds consecutive empty reads before a refill gives up.
 const maxZeroReads = 100
-
-// startMapped makes the window cover data, the whole of a new input.
-func (w *window) startMapped(data []byte) {
-	w.data, w.pos, w.base, w.r, w.eof, w.err = data, 0, 0, nil, true, nil
-}
 
 // startStream makes the window read a new input from r. A refill buffers at
 // least minFill bytes unless r ends first.
