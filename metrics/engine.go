@@ -57,8 +57,11 @@ func (e *Engine) Config() Config { return e.cfg }
 // Frames returns the frames read so far; it is safe to call during Run.
 func (e *Engine) Frames() uint64 { return e.frames.Load() }
 
-// batchSize is the number of events moved between stages at once.
-const batchSize = 256
+// batchSize is the number of frames read and events moved between stages
+// at once. With two workers on two cores, 1024 rather than 256 saves a
+// tenth of the CPU (fewer hand-overs and wake-ups); the prefetching passes
+// of handleBatch still find their lines in the cache.
+const batchSize = 1024
 
 // msgQueue is how many messages (closed shard windows, reader windows and
 // marks) wait for the collector before the stages that send them wait: the
