@@ -396,7 +396,6 @@ func TestSlotRuns(t *testing.T) {
 	for i := range 5000 {
 		var h hot
 		var c cold
-		var tal oneTally
 		var want Activity
 		slot := uint32(rng.IntN(5))
 		big := rng.IntN(10) == 0
@@ -419,7 +418,7 @@ func TestSlotRuns(t *testing.T) {
 					ev.flags |= evCNP
 					r.CNP++
 				}
-				h.addSlot(&tal, &c, slot, &ev)
+				h.addSlot(&c, slot, &ev)
 			}
 			r.Start, r.End = uint16(slot), uint16(slot+1)
 			want.add(r)

@@ -125,7 +125,7 @@ type slotRun struct {
 
 // count counts a frame of the flow in window win, in burst slot slot, and
 // its opcode: what every frame updates. t gives the tally when the narrow
-// counters or the runs fold into it.
+// counters fold into it.
 func (h *hot) count(t tallier, c *cold, ev *event, slot uint32) {
 	if h.packets == math.MaxUint16 || h.bytes > math.MaxUint32-ev.wire || h.payload > math.MaxUint32-ev.payload {
 		h.fold(t.tally(h, c))
@@ -133,7 +133,7 @@ func (h *hot) count(t tallier, c *cold, ev *event, slot uint32) {
 	h.bytes += ev.wire
 	h.payload += ev.payload
 	h.packets++
-	h.addSlot(t, c, slot, ev)
+	h.addSlot(c, slot, ev)
 	op := uint8(ev.opcode)
 	for i := range h.ops {
 		if h.opN[i] == 0 {
@@ -154,7 +154,7 @@ func (h *hot) count(t tallier, c *cold, ev *event, slot uint32) {
 // its last or the next and the run's bytes stay below 4 GiB, else as a new
 // run, after the runs went into the activity profile when there were two.
 // A run split at the 4 GiB mark joins again in the profile.
-func (h *hot) addSlot(t tallier, c *cold, slot uint32, ev *event) {
+func (h *hot) addSlot(c *cold, slot uint32, ev *event) {
 	s := uint16(slot)
 	var ce, cnp uint16
 	if ev.flags&evCE != 0 {
@@ -221,13 +221,26 @@ func (h *hot) record(c *cold, f *FlowRecord, seed uint64) {
 	h.stamp(f, seed)
 }
 
+// Kinds of matched latency, indexes of cold.latN and cold.latSum.
+const (
+	latRead = iota // READ request → first response
+	latAck         // AckReq request → ACK
+)
+
+// latCounters are the flow counters of each kind of latency: its count and
+// its sum.
+var latCounters = [2][2]FlowCounter{
+	latRead: {FlowReadLatencyCount, FlowReadLatencySum},
+	latAck:  {FlowAckLatencyCount, FlowAckLatencySum},
+}
+
 // foldLatency adds the latencies the entry holds to the counters c and
 // zeroes them.
 func (c *cold) foldLatency(to *[numFlowCounters]uint64) {
-	to[FlowReadLatencyCount] += uint64(c.latN[0])
-	to[FlowReadLatencySum] += c.latSum[0]
-	to[FlowAckLatencyCount] += uint64(c.latN[1])
-	to[FlowAckLatencySum] += c.latSum[1]
+	for k, fc := range latCounters {
+		to[fc[0]] += uint64(c.latN[k])
+		to[fc[1]] += c.latSum[k]
+	}
 	c.latN, c.latSum = [2]uint32{}, [2]uint64{}
 }
 

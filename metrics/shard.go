@@ -451,9 +451,9 @@ func (s *shard) counters(idx int32, h *hot, c *cold, win *Window) *FlowRecord {
 	return &win.Flows[c.prevRec]
 }
 
-// latency counts a READ (kind 0) or ACK (1) latency matched in window win
-// on the flow at slab position idx, the requester, when the flow sent a
-// frame there: in its entry when it counts in win, else in its record.
+// latency counts a latency of kind (latRead or latAck) matched in window
+// win on the flow at slab position idx, the requester, when the flow sent
+// a frame there: in its entry when it counts in win, else in its record.
 func (s *shard) latency(idx int32, win *Window, kind int, lat uint64) {
 	h, c := &s.tab.hot[idx], &s.tab.cold[idx]
 	switch w := win.Index(); w {
@@ -465,13 +465,8 @@ func (s *shard) latency(idx int32, win *Window, kind int, lat uint64) {
 		c.latSum[kind] += lat
 	case c.prevWin:
 		r := &win.Flows[c.prevRec].C
-		if kind == 0 {
-			r[FlowReadLatencyCount]++
-			r[FlowReadLatencySum] += lat
-		} else {
-			r[FlowAckLatencyCount]++
-			r[FlowAckLatencySum] += lat
-		}
+		r[latCounters[kind][0]]++
+		r[latCounters[kind][1]] += lat
 	}
 }
 
@@ -715,10 +710,10 @@ func (s *shard) matchLatency(h *hot, win *Window, ev *event) {
 	req := &s.tab.cold[h.peer]
 	for i, k := range req.pendKey {
 		kind, psn := uint8(k>>24), k&psnMask
-		var read bool
+		lk, q := latAck, win.AckLatency
 		switch {
 		case kind == pendRead && ev.flags&evReadRespHead != 0 && psn == ev.psn:
-			read = true
+			lk, q = latRead, win.ReadLatency
 		case kind == pendAck && ev.flags&evAck != 0 && (ev.psn-psn)&psnMask < psnHalf:
 		default:
 			continue
@@ -731,12 +726,7 @@ func (s *shard) matchLatency(h *hot, win *Window, ev *event) {
 		// The window's quantiles count every match; the requester's
 		// flow counts it when it sent in this window too, so that a
 		// flow with no frame in a window is never part of it.
-		if read {
-			win.ReadLatency.Add(float64(lat))
-			s.latency(h.peer, win, 0, uint64(lat))
-		} else {
-			win.AckLatency.Add(float64(lat))
-			s.latency(h.peer, win, 1, uint64(lat))
-		}
+		q.Add(float64(lat))
+		s.latency(h.peer, win, lk, uint64(lat))
 	}
 }

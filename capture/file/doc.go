@@ -107,7 +107,8 @@
 // makes the reader allocate. Longer blocks of other types are skipped
 // without being buffered.
 //
-// Files are read into two buffers of 4 MiB used in turn, not mapped: on
+// Files are read into two buffers used in turn (4 MiB each; 320 KiB
+// each per file when files are merged by time), not mapped: on
 // virtual machines (nested paging) reading a page-cache file through a
 // mapping cost 75-80 ns of CPU per 128-byte record against 45-60 through
 // read(2) (BenchmarkReadPcap, AMD EPYC VM), the mapping's TLB misses
