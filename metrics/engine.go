@@ -188,7 +188,7 @@ type output interface {
 	// event returns the slot for the event of a frame of the connection
 	// between src and dst from UDP source port sport; the reader fills
 	// every field of it.
-	event(src, dst decode.Addr, sport uint16) *event
+	event(src, dst *decode.Addr, sport uint16) *event
 	// flush hands on the events of partly filled batches.
 	flush()
 	// window takes a reader's closed window.
@@ -207,7 +207,7 @@ type inlineOutput struct {
 	evs  []event
 }
 
-func (o *inlineOutput) event(decode.Addr, decode.Addr, uint16) *event {
+func (o *inlineOutput) event(*decode.Addr, *decode.Addr, uint16) *event {
 	if len(o.evs) == cap(o.evs) {
 		o.flush()
 	}
@@ -464,7 +464,7 @@ func (o *poolOutput) send(k int) {
 	o.take(k)
 }
 
-func (o *poolOutput) event(src, dst decode.Addr, sport uint16) *event {
+func (o *poolOutput) event(src, dst *decode.Addr, sport uint16) *event {
 	k := 0
 	if len(o.out) > 1 {
 		k = int(connHash(src, dst, sport) % uint64(len(o.out)))

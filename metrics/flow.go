@@ -73,17 +73,18 @@ func (k *FlowKey) Hash(seed uint64) uint64 {
 // port, which RoCEv2 NICs derive from both QP numbers so that it is equal
 // both ways. The engine shards on it so that a request and its response meet
 // on one worker. sport is 0 for RoCEv1 and native InfiniBand.
-func connHash(src, dst decode.Addr, sport uint16) uint64 {
+func connHash(src, dst *decode.Addr, sport uint16) uint64 {
 	// Each address is mixed on its own and the two are added, which is
 	// symmetric in src and dst without the collisions a plain XOR of nearby
 	// addresses would have.
 	return mix64(mixAddr(src) + mixAddr(dst) + uint64(sport))
 }
 
-// mixAddr hashes the 16 bytes of an address into 64 bits.
-func mixAddr(a decode.Addr) uint64 {
-	b := a.As16()
-	return mix64(binary.LittleEndian.Uint64(b[0:8]) ^ mix64(binary.LittleEndian.Uint64(b[8:16])))
+// mixAddr hashes the 16 bytes of an address into 64 bits, reading them in
+// place.
+func mixAddr(a *decode.Addr) uint64 {
+	lo, hi := a.Words()
+	return mix64(lo ^ mix64(hi))
 }
 
 // mix64 is the SplitMix64 finalizer: a bijective, well-mixed 64-bit hash.

@@ -29,19 +29,19 @@ func TestConnHashIsSymmetric(t *testing.T) {
 	a := decode.AddrFrom4([4]byte{10, 0, 0, 1})
 	b := decode.AddrFrom4([4]byte{10, 0, 0, 2})
 	c := decode.AddrFrom4([4]byte{10, 0, 0, 3})
-	if connHash(a, b, 49152) != connHash(b, a, 49152) {
+	if connHash(&a, &b, 49152) != connHash(&b, &a, 49152) {
 		t.Error("connHash(a, b) != connHash(b, a)")
 	}
-	if connHash(a, b, 49152) == connHash(a, b, 49153) {
+	if connHash(&a, &b, 49152) == connHash(&a, &b, 49153) {
 		t.Error("connHash ignores the port")
 	}
-	if connHash(a, b, 1) == connHash(a, c, 1) {
+	if connHash(&a, &b, 1) == connHash(&a, &c, 1) {
 		t.Error("connHash ignores an address")
 	}
 	// The shards of many connections between few hosts must spread.
 	var counts [8]int
 	for i := range 8000 {
-		counts[connHash(a, b, uint16(49152+i))%8]++
+		counts[connHash(&a, &b, uint16(49152+i))%8]++
 	}
 	for i, n := range counts {
 		if n < 800 || n > 1200 {

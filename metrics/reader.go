@@ -245,7 +245,7 @@ func (r *reader) roce(rw *readerWindow, f *capture.Frame, t int64) {
 		sport = p.SrcPort
 	}
 	// The event is built in place, in the batch that carries it on.
-	ev := r.out.event(p.Src, p.Dst, sport)
+	ev := r.out.event(&p.Src, &p.Dst, sport)
 	ev.key = FlowKey{Src: p.Src, Dst: p.Dst, DQP: p.BTH.DestQP}
 	ev.hash = ev.key.Hash(r.seed)
 	ev.time = t

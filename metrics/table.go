@@ -128,7 +128,7 @@ type conns struct {
 // pairHash is the hash of the connection index: of one direction, unlike
 // connHash.
 func pairHash(src, dst *decode.Addr, sport uint16) uint64 {
-	return mix64(mixAddr(*src) ^ mix64(mixAddr(*dst)+uint64(sport)))
+	return mix64(mixAddr(src) ^ mix64(mixAddr(dst)+uint64(sport)))
 }
 
 // conn returns the slab position of the flow the connection index holds
