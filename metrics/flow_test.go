@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 
 	"github.com/rocescope/rocescope/decode"
@@ -111,5 +112,53 @@ func TestFlowKeyHashIsHashOfBinary(t *testing.T) {
 				t.Errorf("hash(%v, %#x) = %#x, sketch.Hash of the binary form = %#x", k, seed, got, want)
 			}
 		}
+	}
+}
+
+// TestMergeShardFlows checks the merge of two shards' normalized flow lists
+// against sorting their concatenation, with hashes drawn so that equal
+// hashes (told apart by key) fall on both sides, and that normalize leaves
+// the result as it is.
+func TestMergeShardFlows(t *testing.T) {
+	rec := func(i int, hash uint64) FlowRecord {
+		f := FlowRecord{Key: FlowKey{Src: decode.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), DQP: uint32(i)}, hash: hash}
+		f.C[FlowPackets] = uint64(i)
+		return f
+	}
+	for _, sizes := range [][2]int{{0, 0}, {0, 5}, {5, 0}, {1, 1}, {300, 1}, {2, 700}, {1000, 999}} {
+		var a, b, all []FlowRecord
+		for i := range sizes[0] + sizes[1] {
+			f := rec(i, uint64(i*7919%97)<<40) // few distinct hashes: many ties
+			all = append(all, f)
+			if i%3 == 0 && len(a) < sizes[0] || len(b) == sizes[1] {
+				a = append(a, f)
+			} else {
+				b = append(b, f)
+			}
+		}
+		var o flowOrder
+		a, b = o.normalize(a), o.normalize(b)
+		want := slices.SortedFunc(slices.Values(all), func(x, y FlowRecord) int { return CompareFlows(&x, &y) })
+
+		w, v := &Window{Flows: slices.Grow(a, len(b))}, &Window{Flows: b}
+		w.mergeShardFlows(v)
+		if !slices.EqualFunc(w.Flows, want, func(x, y FlowRecord) bool { return x.Key == y.Key && x.C == y.C }) {
+			t.Fatalf("%v: merged list is not the sorted union", sizes)
+		}
+		if !inOrder(w.Flows) {
+			t.Errorf("%v: inOrder(merged) = false", sizes)
+		}
+		if got := o.normalize(w.Flows); len(got) != len(want) || len(got) > 0 && &got[0] != &w.Flows[0] {
+			t.Errorf("%v: normalize moved or dropped records of a normalized list", sizes)
+		}
+	}
+	// A flow listed twice is not in order: normalize must merge it.
+	twice := []FlowRecord{rec(1, 5), rec(1, 5)}
+	if inOrder(twice) {
+		t.Error("inOrder accepts a flow listed twice")
+	}
+	var o flowOrder
+	if got := o.normalize(twice); len(got) != 1 || got[0].C[FlowPackets] != 2 {
+		t.Errorf("normalize(flow twice) = %d records, packets %d; want 1 record, 2", len(got), got[0].C[FlowPackets])
 	}
 }

@@ -190,7 +190,12 @@ type sortItem struct {
 // then moves each record once into its place.
 func (o *flowOrder) normalize(flows []FlowRecord) []FlowRecord {
 	n := len(flows)
-	if n == 0 {
+	if inOrder(flows) {
+		// Normalized already, as a shard's list is when it closes, or
+		// merged from normalized lists (mergeFlows).
+		for i := range flows {
+			flows[i].Ops.sort()
+		}
 		return flows
 	}
 	o.a, o.b = slices.Grow(o.a[:0], n)[:n], slices.Grow(o.b[:0], n)[:n]
@@ -225,6 +230,37 @@ func (o *flowOrder) normalize(flows []FlowRecord) []FlowRecord {
 	}
 	for i := range out {
 		out[i].Ops.sort()
+	}
+	return out
+}
+
+// inOrder reports whether every record of flows comes after the one before
+// it in canonical order: the list is sorted and holds no flow twice.
+func inOrder(flows []FlowRecord) bool {
+	for i := 1; i < len(flows); i++ {
+		if CompareFlows(&flows[i-1], &flows[i]) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// mergeFlows returns a with b appended, a's capacity holding both, merged
+// so that the result is in canonical order when a and b are: it merges from
+// the back, moving each record at most once, in two sequential passes.
+// Lists not in order come out in some order, which normalize then sorts.
+func mergeFlows(a, b []FlowRecord) []FlowRecord {
+	out := a[:len(a)+len(b)]
+	i, j := len(a)-1, len(b)-1
+	for k := len(out) - 1; j >= 0; k-- {
+		// k > i while j ≥ 0: the records of a not yet moved stay intact.
+		if i >= 0 && CompareFlows(&a[i], &b[j]) > 0 {
+			out[k] = a[i]
+			i--
+		} else {
+			out[k] = b[j]
+			j--
+		}
 	}
 	return out
 }

@@ -192,6 +192,9 @@ func (s *shard) flush(p int64, win *Window) {
 		}
 		s.active[p] = s.active[p][:0]
 	}
+	// Sorted here, on the worker, a window's lists from several shards
+	// merge in one pass on the collector.
+	win.Flows = win.order.normalize(win.Flows)
 	for i := range win.Flows {
 		f := &win.Flows[i]
 		win.Distinct.Insert(f.hash)

@@ -191,8 +191,12 @@ func (w *Window) merge(o *Window, disjoint bool) error {
 	w.cover(o.From, o.To)
 	w.Burst = max(w.Burst, o.Burst)
 	w.Counters.Add(&o.Counters)
-	growFlows(w, len(o.Flows)) // in the window's region, not the heap: see growFlows
-	w.Flows = append(w.Flows, o.Flows...)
+	if disjoint {
+		w.mergeShardFlows(o)
+	} else {
+		growFlows(w, len(o.Flows)) // in the window's region, not the heap: see growFlows
+		w.Flows = append(w.Flows, o.Flows...)
+	}
 	w.CM = append(w.CM, o.CM...)
 	w.Pauses = append(w.Pauses, o.Pauses...)
 	w.Retrans = append(w.Retrans, o.Retrans...)
@@ -202,6 +206,20 @@ func (w *Window) merge(o *Window, disjoint bool) error {
 		}
 	}
 	return nil
+}
+
+// mergeShardFlows merges the flow list of o, a window of another shard, into
+// w's: two normalized lists make a normalized one (mergeFlows). When only
+// o's list has room for both, the two swap lists first, which the result
+// does not depend on, so that the merge writes into memory used before
+// instead of growing w's list into pages never touched.
+func (w *Window) mergeShardFlows(o *Window) {
+	if n := len(w.Flows) + len(o.Flows); cap(w.Flows) < n && cap(o.Flows) >= n && w.flowMem != nil && o.flowMem != nil {
+		w.Flows, o.Flows = o.Flows, w.Flows
+		*w.flowMem, *o.flowMem = *o.flowMem, *w.flowMem
+	}
+	growFlows(w, len(o.Flows))
+	w.Flows = mergeFlows(w.Flows, o.Flows)
 }
 
 // cover widens the window's covered part to include [from, to).
