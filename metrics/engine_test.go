@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rocescope/rocescope/internal/testframes"
 	"io"
 	"math"
 	"os"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/testframes"
 )
 
 // runEngine runs an engine over sources and returns its windows, copied.
@@ -712,5 +712,39 @@ func TestEngineLaggingReaderOneWindow(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("packets per window (-want +got):\n%s", diff)
+	}
+}
+
+// TestEngineLateFrameOfFlowThatStopped: a flow F sends in windows 0 and 1 on
+// one source and stops; another flow moves the shard's ring on to window 3,
+// which closes window 1 and moves F's counts into window 1's list. Then a
+// second source, read after the first ended, has one more frame of F in
+// window 1: it goes to the late part of window 1, where F has no record yet
+// (the entry still names its record in the closed ring window). Window 1
+// must hold F's two frames, by hand, with 1 and 2 workers.
+func TestEngineLateFrameOfFlowThatStopped(t *testing.T) {
+	sec := int64(time.Second)
+	f := testframes.RoCE{Src: [4]byte{10, 0, 0, 1}, Dst: [4]byte{10, 0, 0, 2}, Sport: 1000, Op: testframes.OpWriteOnly, DQP: 1, Ext: testframes.RETH(64), Payload: 64}
+	g := f
+	g.Sport, g.DQP = 2000, 2
+	for _, workers := range []int{1, 2} {
+		ahead := &closingSource{Source: testframes.Source{Frames: []capture.Frame{
+			frameAt(testframes.Epoch+sec/2, f.Bytes()),
+			frameAt(testframes.Epoch+3*sec/2, f.Bytes()),
+			frameAt(testframes.Epoch+5*sec/2, g.Bytes()),
+			frameAt(testframes.Epoch+7*sec/2, g.Bytes()),
+		}, Per: 1}, done: make(chan struct{})}
+		behind := &gatedSource{Source: testframes.Source{Frames: []capture.Frame{
+			frameAt(testframes.Epoch+17*sec/10, f.Bytes()),
+		}, Per: 1}, open: ahead.done}
+		for _, w := range runEngine(t, &Config{Workers: workers, Host: "h"}, ahead, behind) {
+			if (w.Start-testframes.Epoch)/sec != 1 {
+				continue
+			}
+			if len(w.Flows) != 1 || w.Flows[0].C[FlowPackets] != 2 || w.Counters[Packets] != 2 || w.Counters[LatePackets] != 0 {
+				t.Errorf("%d workers: window 1 has %d flow records (%v), %d packets, %d late; want F with 2 packets, 2, 0",
+					workers, len(w.Flows), w.Flows, w.Counters[Packets], w.Counters[LatePackets])
+			}
+		}
 	}
 }

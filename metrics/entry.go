@@ -73,10 +73,10 @@ type cold struct {
 	act Activity // when in window win the flow sent, beyond hot's runs, when entAct
 
 	lastWin   int64 // last window with a packet; freeEntry when the slab entry is free
-	prevWin   int64 // window of the record at prevRec, noWindow for none
+	prevList  int64 // the flow list holding the record at prevRec (Window.list), 0 for none
 	nakAt     int64 // time of a NAK or RNR NAK since the last episode, 0 for none
 	epTrouble int64 // time of the trouble that caused the episode going on
-	prevRec   int32 // position of the flow's record in window prevWin's flow list
+	prevRec   int32 // position of the flow's record in flow list prevList
 	rec       int32 // position of the flow's tally in window win's flow list, when entTally
 	slack     uint32
 	gapLo     uint32 // first PSN the last gap skipped

@@ -76,6 +76,7 @@ type shard struct {
 	pool   *windowPool       // where open windows come from
 	closed []*Window         // windows closed since the last drain
 	flows  int               // flows of the last window closed: what a new one is made room for
+	lists  int64             // flow lists numbered so far (newList)
 }
 
 func newShard(cfg *Config, capacity int, pool *windowPool) *shard {
@@ -138,7 +139,7 @@ func (s *shard) lateWindow(w int64) *Window {
 			return win
 		}
 	}
-	win := s.pool.get(w)
+	win := s.newList(w)
 	win.late = true
 	s.late = append(s.late, win)
 	return win
@@ -150,9 +151,20 @@ func (s *shard) lateWindow(w int64) *Window {
 // a few more flows than the last would otherwise copy them all. Room not
 // used costs no memory (see growFlows).
 func (s *shard) openWindow(w int64) *Window {
-	win := s.pool.get(w)
+	win := s.newList(w)
 	growFlows(win, s.flows+s.flows/4)
 	s.open.put(win)
+	return win
+}
+
+// newList returns an empty window for index w whose flow list has a number
+// of its own (Window.list): an entry names the list that holds its flow's
+// last record by it, which tells a ring window from a late part of the
+// same index, and from an earlier late part.
+func (s *shard) newList(w int64) *Window {
+	win := s.pool.get(w)
+	s.lists++
+	win.list = s.lists
 	return win
 }
 
@@ -224,7 +236,7 @@ func (s *shard) materialize(h *hot, c *cold, win *Window) {
 	s.endEpisode(h, c, win)
 	c.epAt, c.epN = -1, 0
 	f := s.tally(h, c)
-	c.prevWin, c.prevRec = h.win, c.rec
+	c.prevList, c.prevRec = win.list, c.rec
 	h.win = noWindow
 	h.record(c, f, s.cfg.Seed)
 }
@@ -445,8 +457,8 @@ func (s *shard) counters(idx int32, h *hot, c *cold, win *Window) *FlowRecord {
 		s.active[w&1] = append(s.active[w&1], idx)
 		return nil
 	}
-	if c.prevWin != w {
-		c.prevWin, c.prevRec = w, int32(len(win.Flows))
+	if c.prevList != win.list {
+		c.prevList, c.prevRec = win.list, int32(len(win.Flows))
 		f := newFlow(win)
 		*f = FlowRecord{Key: h.key}
 		h.stamp(f, s.cfg.Seed)
@@ -459,14 +471,14 @@ func (s *shard) counters(idx int32, h *hot, c *cold, win *Window) *FlowRecord {
 // a frame there: in its entry when it counts in win, else in its record.
 func (s *shard) latency(idx int32, win *Window, kind int, lat uint64) {
 	h, c := &s.tab.hot[idx], &s.tab.cold[idx]
-	switch w := win.Index(); w {
-	case h.win:
+	switch {
+	case win.Index() == h.win:
 		if c.latN[kind] == math.MaxUint32 {
 			c.foldLatency(&s.tally(h, c).C)
 		}
 		c.latN[kind]++
 		c.latSum[kind] += lat
-	case c.prevWin:
+	case c.prevList == win.list:
 		r := &win.Flows[c.prevRec].C
 		r[latCounters[kind][0]]++
 		r[latCounters[kind][1]] += lat

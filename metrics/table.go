@@ -102,7 +102,7 @@ func (t *table) insert(key *FlowKey, h uint64) int32 {
 		*c = cold{}
 	}
 	t.fresh = max(t.fresh, int(idx)+1)
-	c.lastWin, c.prevWin, c.epAt = noWindow, noWindow, -1
+	c.lastWin, c.prevList, c.epAt = noWindow, 0, -1
 	t.place(uint32(idx), h)
 	t.used++
 	return idx

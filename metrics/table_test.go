@@ -38,7 +38,7 @@ func TestTableAgainstMap(t *testing.T) {
 		case !ok && !tab.full():
 			idx := tab.insert(&k, h)
 			if e, c := &tab.hot[idx], &tab.cold[idx]; e.key != k || e.peer != -1 || e.win != noWindow ||
-				c.lastWin != noWindow || c.prevWin != noWindow || c.epAt != -1 || c.pendKey != [pendSize]uint32{} || c.pendT != [pendSize]int64{} {
+				c.lastWin != noWindow || c.prevList != 0 || c.epAt != -1 || c.pendKey != [pendSize]uint32{} || c.pendT != [pendSize]int64{} {
 				t.Fatalf("step %d: inserted entry %+v %+v", step, *e, *c)
 			}
 			// Dirty the entry as a flow would, so that a reuse of
@@ -133,7 +133,7 @@ func TestEntryLayout(t *testing.T) {
 		{"opcode mix", unsafe.Offsetof(h.ops), unsafe.Offsetof(h.opN) + unsafe.Sizeof(h.opN), 1},
 		{"activity", unsafe.Offsetof(c.act), unsafe.Offsetof(c.act) + unsafe.Sizeof(c.act), 0},
 		{"lastWin", unsafe.Offsetof(c.lastWin), unsafe.Offsetof(c.lastWin) + 8, 1},
-		{"prevWin", unsafe.Offsetof(c.prevWin), unsafe.Offsetof(c.prevRec) + 4, 1},
+		{"prevList", unsafe.Offsetof(c.prevList), unsafe.Offsetof(c.prevRec) + 4, 1},
 		{"rec", unsafe.Offsetof(c.rec), unsafe.Offsetof(c.rec) + 4, 1},
 		{"pendKey", unsafe.Offsetof(c.pendKey), unsafe.Offsetof(c.pendKey) + unsafe.Sizeof(c.pendKey), 2},
 		{"latencies", unsafe.Offsetof(c.latN), unsafe.Offsetof(c.latSum) + unsafe.Sizeof(c.latSum), 2},

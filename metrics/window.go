@@ -62,6 +62,7 @@ type Window struct {
 	sketchConfig sketchConfig
 	order        flowOrder // scratch space of Normalize
 	late         bool      // a shard's late part of a window it closed before (shard.lateWindow)
+	list         int64     // the number of its flow list in the shard filling it (shard.newList)
 	flowMem      *region   // the mapping the shard that filled Flows grew it in, if any (see growFlows)
 }
 
