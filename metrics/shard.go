@@ -77,6 +77,7 @@ type shard struct {
 	closed []*Window         // windows closed since the last drain
 	flows  int               // flows of the last window closed: what a new one is made room for
 	lists  int64             // flow lists numbered so far (newList)
+	order  flowOrder         // scratch of the sort of a closing window's flow list
 }
 
 func newShard(cfg *Config, capacity int, pool *windowPool) *shard {
@@ -206,7 +207,7 @@ func (s *shard) flush(p int64, win *Window) {
 	}
 	// Sorted here, on the worker, a window's lists from several shards
 	// merge in one pass on the collector.
-	win.Flows = win.order.normalize(win.Flows)
+	win.Flows = s.order.normalize(win.Flows)
 	for i := range win.Flows {
 		f := &win.Flows[i]
 		win.Distinct.Insert(f.hash)
