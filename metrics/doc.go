@@ -60,19 +60,20 @@
 //     close mark "≤ w" behind its events in every shard's queue.
 //  2. A shard closes w once every reader's mark reached it: all events of
 //     w are then handled, since a reader's events precede its mark. It
-//     moves the counters still in its entries into w's flow list, feeds the
-//     flow records to the window's sketches, hands w to the collector and
-//     tells it its own mark. A shard keeps two windows open in a ring; when
+//     moves the counters still in its entries into w's flow list, puts the
+//     list in canonical order (by flow hash, then key), feeds the flow
+//     records to the window's sketches, hands w to the collector and tells
+//     it its own mark. A shard keeps two windows open in a ring; when
 //     a reader lags the others by more than a window, its frames of a
 //     window the ring closed count in a late part of that window, which
 //     closes with its mark and which the collector merges in: every figure
 //     of a frame is in the window its reader counted it in.
 //  3. The collector emits w once every reader and every shard marked it
 //     closed: the first shard window becomes the host's window, the others
-//     merge into it (Window.Merge; shards hold disjoint flows), the readers'
-//     counters are added, the flow list is put in canonical order (by flow
-//     hash, then key) and the heavy-hitter table is fed the exact records in
-//     that order, so that a window's state is the same for any number of
+//     merge into it (shards hold disjoint flows: their sorted lists merge in
+//     one pass, a late part's are sorted again), the readers' counters are
+//     added, and the heavy-hitter table is fed the exact records in
+//     canonical order, so that a window's state is the same for any number of
 //     workers (see Determinism). Windows are emitted in order, every one
 //     of them, also when empty.
 //
