@@ -43,7 +43,10 @@ import (
 //     window rows;
 //   - the events' columns (csvEventHead: kind, id, start_ns, end_ns,
 //     ongoing, then the kinds' own keys, as in the JSON report and the
-//     ClickHouse events table): event rows.
+//     ClickHouse events table): event rows;
+//   - missing_hosts, last: the hosts a merge expected (merge --hosts) that
+//     the window lacks, joined by spaces (the JSON's missing_hosts): window
+//     rows.
 //
 // An event row ("event"), one per event of the window, follows the window
 // row, before the flow rows. It names its flow in src, dst, dqp, dqp_hex,
@@ -129,7 +132,7 @@ func (c *CSV) Write(r *report.Report) error {
 		}
 		b = append(b, ",flows,flows_tracked,exact"...)
 		b = append(b, csvWindowTail...)
-		b = append(append(append(b, ','), csvEventHead...), '\n')
+		b = append(append(append(b, ','), csvEventHead...), ",missing_hosts\n"...)
 	}
 	w := r.Window
 	host := strings.Join(w.Hosts, " ")
@@ -176,7 +179,8 @@ func (c *CSV) Write(r *report.Report) error {
 		b = strconv.AppendUint(append(b, ','), frames, 10)
 		b = strconv.AppendUint(append(b, ','), quanta, 10)
 	}
-	b = append(append(b, csvNoEvent...), '\n')
+	b = append(b, csvNoEvent...)
+	b = append(appendCSVField(append(b, ','), strings.Join(r.MissingHosts, " ")), '\n')
 	for i := range r.Events {
 		b = appendCSVEvent(prefix(b, "event"), &r.Events[i])
 	}
@@ -193,7 +197,7 @@ func (c *CSV) Write(r *report.Report) error {
 			b = strconv.AppendUint(append(b, ','), f.C[fc], 10)
 		}
 		b = append(b, csvFlowTail...)
-		b = append(append(b, csvNoEvent...), '\n')
+		b = append(append(b, csvNoEvent...), ",\n"...) // and no missing_hosts
 	}
 	c.buf = b
 	_, err := c.w.Write(b)
@@ -214,8 +218,8 @@ func appendCSVFlowID(b []byte, k *metrics.FlowKey, sqp uint32, known bool) []byt
 	return AppendQP(append(b, ','), sqp)
 }
 
-// appendCSVEvent appends the cells of an event row after its prefix, and
-// the newline.
+// appendCSVEvent appends the cells of an event row after its prefix, the
+// empty missing_hosts and the newline.
 func appendCSVEvent(b []byte, e *report.Event) []byte {
 	var flow *report.Flow
 	var counts [metrics.NumFlowCounters]string // bytes, ecn_ce, cnp, packets where the event has them
@@ -279,7 +283,7 @@ func appendCSVEvent(b []byte, e *report.Event) []byte {
 	for _, c := range cells {
 		b = appendCSVField(append(b, ','), c)
 	}
-	return append(b, '\n')
+	return append(b, ",\n"...)
 }
 
 // Flush implements Sink; rows are written by Write.

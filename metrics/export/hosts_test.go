@@ -14,7 +14,7 @@ import (
 // TestHostNamesEscaped: host names that reach a sink unchecked (merge
 // refuses them, but a library caller may not) cannot become a spreadsheet
 // formula in CSV nor terminal control sequences in the table; the hosts a
-// merge lacked are listed in JSON (missing_hosts) and in the table.
+// merge lacked are listed in JSON and CSV (missing_hosts) and in the table.
 func TestHostNamesEscaped(t *testing.T) {
 	hosts := []string{`=HYPERLINK("http://example.com/")`, "\x1b[2Jx"}
 	r := &report.Report{Window: &metrics.Window{Start: 1_700_000_000e9, Length: 1e9, Hosts: hosts}, MissingHosts: []string{"c", "d"}}
@@ -30,6 +30,9 @@ func TestHostNamesEscaped(t *testing.T) {
 	col := slices.Index(rows[0], "host")
 	if got, want := rows[1][col], "'"+strings.Join(hosts, " "); col < 0 || got != want {
 		t.Errorf("CSV host cell %q, want %q", got, want)
+	}
+	if col := slices.Index(rows[0], "missing_hosts"); col != len(rows[0])-1 || rows[1][col] != "c d" {
+		t.Errorf("CSV missing_hosts: column %d of %d, window row %q; want the last, \"c d\"", col, len(rows[0]), rows[1])
 	}
 
 	out.Reset()
