@@ -1,6 +1,7 @@
 package html
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"math"
@@ -240,6 +241,46 @@ func TestFileFlushWritesWhenWindowsCame(t *testing.T) {
 	}
 	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o644 {
 		t.Errorf("page mode %v, %v; want 0644", st.Mode(), err)
+	}
+}
+
+// TestFileSync checks that Sync writes the page when windows came (as Flush
+// does, without a Flush before it), makes a page Flush wrote durable
+// without writing it again, and does nothing when the page is durable.
+func TestFileSync(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.html")
+	f, err := NewFile(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil || f.dirty || !f.synced {
+		t.Fatalf("after Sync: %v, dirty %v, synced %v; want the page written, durable", err, f.dirty, f.synced)
+	}
+	f.dirty = true // as Write does
+	if err := f.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if f.synced {
+		t.Error("Flush made the page durable")
+	}
+	written, _ := os.Stat(path)
+	if err := f.Sync(context.Background()); err != nil || !f.synced {
+		t.Fatalf("Sync after Flush: %v, synced %v", err, f.synced)
+	}
+	if now, err := os.Stat(path); err != nil || !os.SameFile(now, written) {
+		t.Errorf("Sync after Flush wrote the page again (%v)", err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Sync of a durable page wrote it again (%v)", err)
 	}
 }
 
