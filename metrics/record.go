@@ -187,7 +187,8 @@ type sortItem struct {
 // flow list is the same whatever order its parts arrived in. It sorts an
 // index of (hash, position) pairs, 16 bits of hash per pass, which costs a
 // few nanoseconds per flow where comparing 290-byte records cost hundreds,
-// then moves each record once into its place.
+// then moves each record once into its place. A list in order already is
+// left where it is.
 func (o *flowOrder) normalize(flows []FlowRecord) []FlowRecord {
 	n := len(flows)
 	if inOrder(flows) {
@@ -246,8 +247,8 @@ func inOrder(flows []FlowRecord) bool {
 }
 
 // mergeFlows returns a with b appended, a's capacity holding both, merged
-// so that the result is in canonical order when a and b are: it merges from
-// the back, moving each record at most once, in two sequential passes.
+// so that the result is in canonical order when a and b are: one pass from
+// the back reads both lists in sequence and moves each record at most once.
 // Lists not in order come out in some order, which normalize then sorts.
 func mergeFlows(a, b []FlowRecord) []FlowRecord {
 	out := a[:len(a)+len(b)]
