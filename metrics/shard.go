@@ -20,7 +20,7 @@ type event struct {
 	psn     uint32
 	dmaLen  uint32 // RETH DMA length of a READ request
 	sqp     uint32 // DETH source QP when evSQP
-	slot    uint32 // burst slot of time in window win
+	slot    uint32 // burst slot of time in window win, clamped to it (reader.slot): the slot the frame counts in
 	sport   uint16 // UDP source port, 0 for RoCEv1 and IB
 	flags   uint16
 	opcode  decode.Opcode
@@ -354,10 +354,10 @@ func (s *shard) handle(ev *event) {
 		}
 	}
 	h, c := &t.hot[idx], &t.cold[idx]
-	late := s.counters(idx, h, c, win)
+	late := s.counters(idx, h, c, win, ev.win)
 	f := ev.flags
 	if late == nil {
-		h.count(s, c, ev, s.slotIn(win, ev))
+		h.count(s, c, ev, ev.slot)
 		if f&evEndsMessage != 0 {
 			h.msgs++
 		}
@@ -368,7 +368,7 @@ func (s *shard) handle(ev *event) {
 			countFlags(&s.tally(h, c).C, f&^(evEndsMessage|evAck))
 		}
 	} else {
-		late.Act.add(frameRun(s.slotIn(win, ev), ev))
+		late.Act.add(frameRun(ev.slot, ev))
 		late.C[FlowBytes] += uint64(ev.wire)
 		late.C[FlowPayloadBytes] += uint64(ev.payload)
 		late.C[FlowPackets]++
@@ -395,19 +395,6 @@ func (s *shard) handle(ev *event) {
 	if f&(evReadRespHead|evAck) != 0 && h.peer >= 0 {
 		s.matchLatency(h, win, ev)
 	}
-}
-
-// slotIn returns the burst slot of ev in win, the window it counts in: its
-// own slot, or for a frame counted in another window than its own (late),
-// the first or last slot of win.
-func (s *shard) slotIn(win *Window, ev *event) uint32 {
-	switch w := win.Index(); {
-	case ev.win == w:
-		return ev.slot
-	case ev.win < w:
-		return 0
-	}
-	return uint32(win.Length/win.Burst - 1)
 }
 
 // frameRun returns the run of one frame in slot.
@@ -438,14 +425,14 @@ func countFlags(c *[numFlowCounters]uint64, f uint16) {
 }
 
 // counters returns nil when the frame of the entry (h, c) at slab position
-// idx counts in the entry itself, its counts being the open window win's;
+// idx counts in the entry itself, its counts being those of the open window
+// win, whose index is w (the event's: no division per frame);
 // else (a late frame of a flow that moved on) the flow's record in win's
 // flow list, which is made when the flow has none there yet; in a late
 // part, always the record. A flow's first
 // frame in a newer window moves the counts of its previous window into that
 // window's flow list first. The pointer is valid until the next call.
-func (s *shard) counters(idx int32, h *hot, c *cold, win *Window) *FlowRecord {
-	w := win.Index()
+func (s *shard) counters(idx int32, h *hot, c *cold, win *Window, w int64) *FlowRecord {
 	switch {
 	case h.win == w:
 		return nil
