@@ -314,10 +314,13 @@ func (s *shard) sweep(oldest int64) int {
 
 // handleBatch accounts a batch of RoCE frames. It first reads the home
 // index slot of every event, then the hot lines of the entry each names,
-// then the activity profile of those whose next run may move their runs
-// into it: passes of loads that do not depend on each other within the
-// pass and so miss the cache in parallel, then handles the events in order
-// with their entries in the cache.
+// then the cold lines the frame will touch: the activity profile when its
+// next run may move the runs into it, the window bookkeeping when it is
+// the flow's first frame in a window, the requests waiting for answers
+// when it waits for one or answers the peer's. These are passes of loads
+// that do not depend on each other within the pass and so miss the cache
+// in parallel; then it handles the events in order with their entries in
+// the cache.
 func (s *shard) handleBatch(evs []event) {
 	t := s.tab
 	home := s.home[:len(evs)]
@@ -331,9 +334,23 @@ func (s *shard) handleBatch(evs []event) {
 			sum += uint64(h.win) + uint64(h.epsn) // lines 0 and 1
 		}
 	}
-	for _, idx := range home {
-		if idx != 0 && t.hot[idx-1].nruns == 2 {
-			sum += t.cold[idx-1].act[0].Bytes
+	for i, idx := range home {
+		if idx == 0 {
+			continue
+		}
+		h, c, ev := &t.hot[idx-1], &t.cold[idx-1], &evs[i]
+		if h.nruns == 2 {
+			sum += c.act[0].Bytes
+		}
+		if h.win != ev.win {
+			sum += uint64(c.lastWin) // the window changes: materialize
+		}
+		if ev.flags&(evReadReq|evAckReq) != 0 {
+			sum += uint64(c.pendKey[0]) + uint64(c.pendT[0]) // await
+		}
+		if ev.flags&(evReadRespHead|evAck) != 0 && h.peer >= 0 {
+			req := &t.cold[h.peer]
+			sum += uint64(req.pendKey[0]) + uint64(req.pendT[0]) // matchLatency
 		}
 	}
 	s.warm += sum
