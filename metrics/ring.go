@@ -18,15 +18,19 @@ type indexed interface {
 }
 
 // ring holds a stage's open windows, at most two (the newest and the one
-// before it), each in the slot of its index's parity; the zero W is an
-// empty slot.
-type ring[W indexed] [2]W
+// before it), each in the slot of its index's parity, with that index,
+// taken once when the window opens: get runs for every frame, and a
+// Window's index is a division. The zero ring is empty.
+type ring[W indexed] struct {
+	w   [2]W // the zero W for an empty slot
+	idx [2]int64
+}
 
 // get returns the open window w, or the zero W.
 func (r *ring[W]) get(w int64) W {
 	var none W
-	if x := r[w&1]; x != none && x.Index() == w {
-		return x
+	if r.idx[w&1] == w {
+		return r.w[w&1]
 	}
 	return none
 }
@@ -34,23 +38,27 @@ func (r *ring[W]) get(w int64) W {
 // free reports whether the slot of window w is empty.
 func (r *ring[W]) free(w int64) bool {
 	var none W
-	return r[w&1] == none
+	return r.w[w&1] == none
 }
 
 // put opens x in the slot of its parity.
-func (r *ring[W]) put(x W) { r[x.Index()&1] = x }
+func (r *ring[W]) put(x W) {
+	i := x.Index()
+	r.w[i&1], r.idx[i&1] = x, i
+}
 
 // remove empties the slot of x.
 func (r *ring[W]) remove(x W) {
 	var none W
-	r[x.Index()&1] = none
+	i := x.Index() & 1
+	r.w[i], r.idx[i] = none, noWindow
 }
 
 // oldest returns the open window with the smallest index, or the zero W.
 func (r *ring[W]) oldest() W {
 	var none W
-	a, b := r[0], r[1]
-	if a == none || b != none && b.Index() < a.Index() {
+	a, b := r.w[0], r.w[1]
+	if a == none || b != none && r.idx[1] < r.idx[0] {
 		return b
 	}
 	return a

@@ -472,12 +472,13 @@ func (s *shard) counters(idx int32, h *hot, c *cold, win *Window, w int64) *Flow
 }
 
 // latency counts a latency of kind (latRead or latAck) matched in window
-// win on the flow at slab position idx, the requester, when the flow sent
-// a frame there: in its entry when it counts in win, else in its record.
-func (s *shard) latency(idx int32, win *Window, kind int, lat uint64) {
+// win, whose index is w, on the flow at slab position idx, the requester,
+// when the flow sent a frame there: in its entry when it counts in win,
+// else in its record.
+func (s *shard) latency(idx int32, win *Window, w int64, kind int, lat uint64) {
 	h, c := &s.tab.hot[idx], &s.tab.cold[idx]
 	switch {
-	case win.Index() == h.win:
+	case w == h.win:
 		if c.latN[kind] == math.MaxUint32 {
 			c.foldLatency(&s.tally(h, c).C)
 		}
@@ -747,6 +748,6 @@ func (s *shard) matchLatency(h *hot, win *Window, ev *event) {
 		// flow counts it when it sent in this window too, so that a
 		// flow with no frame in a window is never part of it.
 		q.Add(float64(lat))
-		s.latency(h.peer, win, lk, uint64(lat))
+		s.latency(h.peer, win, ev.win, lk, uint64(lat))
 	}
 }
