@@ -3,6 +3,7 @@ package report
 import (
 	"cmp"
 	"encoding/binary"
+	"math"
 	"math/bits"
 	"slices"
 	"strconv"
@@ -367,11 +368,46 @@ func (rp *Reporter) incasts(w *metrics.Window, evs []Event) []Event {
 	}
 	slots := uint32(w.Length / w.Burst)
 	for di := range rp.dsts {
-		if a := &rp.dsts[di]; a.peak >= thr && a.flows >= rules.IncastSources {
+		if a := &rp.dsts[di]; a.peak >= thr && a.flows >= rules.IncastSources && rp.reaches(w, a, thr) {
 			evs = rp.incastsInto(w, evs, a, thr, slots)
 		}
 	}
 	return evs
+}
+
+// reaches reports whether the flows into the destination of a send it at
+// least thr (fixed point bytes per slot) together in some burst slot: the
+// aggregate incastsInto sweeps, summed from its changes at the runs' edges
+// (a difference array over the slots) without sorting them, so that the
+// destinations whose flows never add up are not swept. It counts in
+// wrapping integers: the differences cancel exactly.
+func (rp *Reporter) reaches(w *metrics.Window, a *dstAgg, thr uint64) bool {
+	if rp.load == nil {
+		rp.load = make([]uint64, math.MaxUint16+1) // Run.End is a uint16
+	}
+	load, flows := rp.load, w.Flows
+	lo, hi := uint16(math.MaxUint16), uint16(0)
+	for i := a.head; i >= 0; i = rp.nextFlow[i] {
+		for _, r := range flows[i].Act.Runs() {
+			d := density(&r)
+			load[r.Start] += d
+			load[r.End] -= d
+			lo, hi = min(lo, r.Start), max(hi, r.End)
+		}
+	}
+	if lo > hi {
+		return false // no runs
+	}
+	var agg uint64
+	found := false
+	for _, d := range load[lo:hi] {
+		if agg += d; agg >= thr {
+			found = true
+			break
+		}
+	}
+	clear(load[lo : int(hi)+1])
+	return found
 }
 
 // incastsInto appends the incasts into the destination of a, sweeping its

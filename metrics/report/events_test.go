@@ -396,3 +396,34 @@ func TestEventsOmitted(t *testing.T) {
 		t.Errorf("%d events from %d, %v omitted; want the first two of five", len(r.Events), r.Events[0].Start, r.EventsOmitted)
 	}
 }
+
+// TestReaches checks the incast search's first sum against hand-counted
+// aggregates of three flows into one destination, in bytes per slot: 150
+// in slot 0, 100 in slot 1, 300 in slot 2, where all three send, and 100
+// in slots 3 and 4 (a run counts in the slots [Start, End)).
+func TestReaches(t *testing.T) {
+	run := func(start, end uint16, perSlot uint64) metrics.Run {
+		return metrics.Run{Start: start, End: end, Bytes: perSlot * uint64(end-start)}
+	}
+	w := &metrics.Window{Flows: make([]metrics.FlowRecord, 3)}
+	w.Flows[0].Act[0] = run(0, 3, 100)
+	w.Flows[1].Act[0], w.Flows[1].Act[1] = run(0, 1, 50), run(2, 5, 100)
+	w.Flows[2].Act[0] = run(2, 3, 100)
+	rp := &Reporter{nextFlow: []int32{-1, 0, 1}}
+	a := &dstAgg{head: 2}
+	for _, c := range []struct {
+		thr  uint64
+		want bool
+	}{{150, true}, {300, true}, {301, false}, {1 << 40, false}} {
+		if got := rp.reaches(w, a, c.thr<<densityShift); got != c.want {
+			t.Errorf("reaches(%d bytes per slot) = %v, want %v", c.thr, got, c.want)
+		}
+	}
+	// The slots are clear for the next destination.
+	if i := slices.IndexFunc(rp.load, func(d uint64) bool { return d != 0 }); i >= 0 {
+		t.Errorf("load[%d] = %d after the search, want 0", i, rp.load[i])
+	}
+	if rp.reaches(w, &dstAgg{head: -1}, 1) {
+		t.Error("a destination without flows reaches a threshold")
+	}
+}

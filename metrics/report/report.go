@@ -118,6 +118,7 @@ type Reporter struct {
 	nextFlow   []int32 // per flow: the next flow into its destination, -1 for none
 	points     []slotPoint
 	active     map[decode.Addr]int // runs going on per source address
+	load       []uint64            // per burst slot: the change of a destination's aggregate (reaches)
 }
 
 // flowRate is a flow's rate in a window.
