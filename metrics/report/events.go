@@ -246,14 +246,7 @@ func (rp *Reporter) emit(evs []Event, k eventKey, e Event, cont, next *openEvent
 }
 
 // flowAt returns the position of the flow with key k in w, or -1.
-func flowAt(w *metrics.Window, k metrics.FlowKey) int32 {
-	x := metrics.FlowRecord{Key: k}
-	x.SetHash(w.Seed())
-	if i, ok := slices.BinarySearchFunc(w.Flows, &x, func(a metrics.FlowRecord, b *metrics.FlowRecord) int { return metrics.CompareFlows(&a, b) }); ok {
-		return int32(i)
-	}
-	return -1
-}
+func (rp *Reporter) flowAt(w *metrics.Window, k metrics.FlowKey) int32 { return rp.index.find(w, k) }
 
 // flow returns the Flow of record f, with the source QP the learned pairs
 // give.
@@ -270,7 +263,7 @@ func (rp *Reporter) reverse(w *metrics.Window, f *metrics.FlowRecord) int32 {
 	if !fl.SQPKnown {
 		return -1
 	}
-	return flowAt(w, metrics.FlowKey{Src: f.Key.Dst, Dst: f.Key.Src, DQP: fl.SQP})
+	return rp.flowAt(w, metrics.FlowKey{Src: f.Key.Dst, Dst: f.Key.Src, DQP: fl.SQP})
 }
 
 // densityShift is the fixed point of the incast sums: bytes per slot
@@ -602,7 +595,7 @@ func (rp *Reporter) retransmissions(w *metrics.Window, evs []Event) []Event {
 		if x.Ongoing {
 			next = &openEvent{resent: total}
 		}
-		j := flowAt(w, x.Key)
+		j := rp.flowAt(w, x.Key)
 		fl := Flow{Key: x.Key}
 		if j >= 0 {
 			fl = rp.flow(&w.Flows[j])

@@ -119,6 +119,7 @@ type Reporter struct {
 	points     []slotPoint
 	active     map[decode.Addr]int // runs going on per source address
 	load       []uint64            // per burst slot: the change of a destination's aggregate (reaches)
+	index      flowIndex           // the window's flows by key (flowAt)
 }
 
 // flowRate is a flow's rate in a window.
@@ -263,6 +264,7 @@ func forget[K comparable](m map[K]pairing, before int64) {
 // the previously built one in time. The report's lists are its own.
 func (rp *Reporter) Build(w *metrics.Window) *Report {
 	rp.now = w.Index()
+	rp.index.reset() // w may be the last window's, refilled
 	rp.learn(w)
 	r := &Report{Window: w, Flows: w.Distinct.Estimate()}
 	r.Exact = w.Counters[metrics.UntrackedPackets] == 0
@@ -443,10 +445,8 @@ func (rp *Reporter) attributeCNPs(w *metrics.Window) {
 		rp.fillSQP(&y)
 		j := int32(unattributed)
 		if y.SQPKnown {
-			fwd := metrics.FlowRecord{Key: metrics.FlowKey{Src: y.Key.Dst, Dst: y.Key.Src, DQP: y.SQP}}
-			fwd.SetHash(w.Seed())
-			if k, found := slices.BinarySearchFunc(w.Flows, &fwd, func(a metrics.FlowRecord, b *metrics.FlowRecord) int { return metrics.CompareFlows(&a, b) }); found {
-				j = int32(k)
+			if k := rp.flowAt(w, metrics.FlowKey{Src: y.Key.Dst, Dst: y.Key.Src, DQP: y.SQP}); k >= 0 {
+				j = k
 			}
 		}
 		rp.cnp[j] += n

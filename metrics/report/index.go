@@ -1,0 +1,61 @@
+package report
+
+import (
+	"math/bits"
+	"slices"
+
+	"github.com/rocescope/rocescope/metrics"
+)
+
+// flowIndex finds the flows of a normalized window by key. The list is in
+// flow hash order, and the hashes are uniform: a directory of positions by
+// the top bits of the hash, about one bucket per flow, narrows a lookup to
+// a record or two where a binary search of a million records probes twenty
+// scattered ones. It is built on the window's first lookup.
+type flowIndex struct {
+	w     *metrics.Window // the window indexed, nil for none
+	shift uint            // 64 minus the bits of the directory
+	start []int32         // start[b]: the first position whose hash has top bits ≥ b; 2^bits+1 entries
+}
+
+// maxIndexBits bounds the directory: 2^24 buckets (64 MiB) for lists of
+// more than 16 million flows, which then share buckets.
+const maxIndexBits = 24
+
+// reset forgets the window indexed: its list may have changed.
+func (x *flowIndex) reset() { x.w = nil }
+
+// build indexes the flow list of w.
+func (x *flowIndex) build(w *metrics.Window) {
+	flows := w.Flows
+	b := min(max(bits.Len(uint(len(flows))), 1), maxIndexBits)
+	x.w, x.shift = w, uint(64-b)
+	n := 1<<b + 1
+	x.start = slices.Grow(x.start[:0], n)[:n]
+	clear(x.start)
+	for i := range flows {
+		x.start[flows[i].Hash()>>x.shift+1]++
+	}
+	for i := 1; i < n; i++ {
+		x.start[i] += x.start[i-1]
+	}
+}
+
+// find returns the position of the flow with key k in w, or -1.
+func (x *flowIndex) find(w *metrics.Window, k metrics.FlowKey) int32 {
+	if x.w != w {
+		x.build(w)
+	}
+	probe := metrics.FlowRecord{Key: k}
+	probe.SetHash(w.Seed())
+	bucket := probe.Hash() >> x.shift
+	for i := x.start[bucket]; i < x.start[bucket+1]; i++ {
+		switch c := metrics.CompareFlows(&w.Flows[i], &probe); {
+		case c == 0:
+			return i
+		case c > 0:
+			return -1
+		}
+	}
+	return -1
+}
