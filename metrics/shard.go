@@ -72,7 +72,7 @@ type shard struct {
 	high   int64             // newest window index opened
 	active [2][]int32        // slab positions of the flows whose counters are in the open window of each parity
 	warm   uint64            // sink of handleBatch's prefetching loads, so they are not optimized away
-	home   [batchSize]uint32 // scratch of handleBatch: the home slot's entry of each event
+	ahead  [batchSize]uint32 // scratch of handleBatch: the entry each event's lookup will compare first (table.probe)
 	pool   *windowPool       // where open windows come from
 	closed []*Window         // windows closed since the last drain
 	flows  int               // flows of the last window closed: what a new one is made room for
@@ -313,8 +313,8 @@ func (s *shard) sweep(oldest int64) int {
 }
 
 // handleBatch accounts a batch of RoCE frames. It first reads the home
-// index slot of every event, then the hot lines of the entry each names,
-// then the cold lines the frame will touch: the activity profile when its
+// index slot of every event, then the hot lines of the entry whose tag
+// matches there or after it (table.probe), then the cold lines the frame will touch: the activity profile when its
 // next run may move the runs into it, the window bookkeeping when it is
 // the flow's first frame in a window, the requests waiting for answers
 // when it waits for one or answers the peer's. These are passes of loads
@@ -323,18 +323,22 @@ func (s *shard) sweep(oldest int64) int {
 // the cache.
 func (s *shard) handleBatch(evs []event) {
 	t := s.tab
-	home := s.home[:len(evs)]
-	for i := range evs {
-		home[i] = t.slots[t.home(evs[i].hash)].idx
-	}
 	var sum uint64
-	for _, idx := range home {
+	for i := range evs {
+		sum += uint64(t.slots[t.home(evs[i].hash)].idx)
+	}
+	ahead := s.ahead[:len(evs)]
+	for i := range evs {
+		// The entry the lookup will compare, not the home slot's: a
+		// flow displaced by a collision is loaded ahead too.
+		idx := t.probe(evs[i].hash)
+		ahead[i] = idx
 		if idx != 0 {
 			h := &t.hot[idx-1]
 			sum += uint64(h.win) + uint64(h.epsn) // lines 0 and 1
 		}
 	}
-	for i, idx := range home {
+	for i, idx := range ahead {
 		if idx == 0 {
 			continue
 		}

@@ -79,6 +79,18 @@ func (t *table) lookup(key *FlowKey, h uint64) int32 {
 	}
 }
 
+// probe returns the slab position + 1 of the first entry from the home
+// slot of hash h whose tag is h's, or 0 when an empty slot comes first:
+// the entry a lookup of h compares first, which handleBatch loads ahead.
+func (t *table) probe(h uint64) uint32 {
+	tag := uint32(h >> 32)
+	for i := t.home(h); ; i = (i + 1) & t.mask {
+		if s := t.slots[i]; s.idx == 0 || s.tag == tag {
+			return s.idx
+		}
+	}
+}
+
 // full reports whether the table holds its capacity.
 func (t *table) full() bool { return t.used >= t.max }
 

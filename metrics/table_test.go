@@ -207,3 +207,30 @@ func TestConnsAgainstMap(t *testing.T) {
 		t.Errorf("load %d/%d above one half", tab.conns.n, len(tab.conns.slots))
 	}
 }
+
+// TestTableProbe checks the entry handleBatch loads ahead of a lookup: the
+// first from the home slot whose tag (the hash's top 32 bits) matches, past
+// a flow with the same home slot, and none when an empty slot comes first.
+func TestTableProbe(t *testing.T) {
+	tab := newTable(16, 1)
+	k1, k2 := testKey(1), testKey(2)
+	h1, h2 := uint64(0xabc00001)<<32, uint64(0xabc00002)<<32 // one home slot, two tags
+	i1, i2 := tab.insert(&k1, h1), tab.insert(&k2, h2)
+	for _, c := range []struct {
+		h    uint64
+		want uint32
+	}{
+		{h1, uint32(i1) + 1},
+		{h2, uint32(i2) + 1},
+		{h2 | 5, uint32(i2) + 1},      // the low bits are not in the tag
+		{uint64(0xabc00003) << 32, 0}, // the same home, an unknown tag
+		{uint64(0x12300001) << 32, 0}, // another home, empty
+	} {
+		if got := tab.probe(c.h); got != c.want {
+			t.Errorf("probe(%#x) = %d, want %d", c.h, got, c.want)
+		}
+	}
+	if got := tab.lookup(&k2, h2); got != i2 {
+		t.Errorf("lookup(k2) = %d, want %d", got, i2)
+	}
+}
