@@ -65,6 +65,7 @@ type Source struct {
 	scratch []byte // VLAN-tagged frames, rebuilt with their tag
 	used    int    // bytes of scratch in the current batch
 	pfd     [2]unix.PollFd
+	gone    error // the interface disappeared: Next returns this once the ring is read
 
 	mu     sync.Mutex  // held by Next while it uses the ring, and by Close
 	closed atomic.Bool // set by Close before it waits for mu
@@ -266,7 +267,8 @@ func (s *Source) blockStatus(i int) *uint32 {
 // after giving back the blocks of the previous batch. When no block is
 // ready it waits up to 100 ms, then returns an empty batch and nil, or,
 // when the interface has disappeared, an error wrapping
-// capture.ErrInterfaceGone. It returns os.ErrClosed after Close.
+// capture.ErrInterfaceGone, and that error at every later call once the
+// ring is read. It returns os.ErrClosed after Close.
 func (s *Source) Next(b *capture.Batch) error {
 	b.Frames = b.Frames[:0]
 	if cap(b.Frames) == 0 {
@@ -280,6 +282,11 @@ func (s *Source) Next(b *capture.Batch) error {
 	s.giveBack()
 	s.fill(b)
 	if len(b.Frames) == 0 {
+		if s.gone != nil {
+			// Said again without a poll: a poll that a signal or an
+			// event of the dead socket ends would return nil.
+			return s.gone
+		}
 		if err := s.wait(); err != nil {
 			return err
 		}
@@ -328,8 +335,8 @@ func (s *Source) wait() error {
 // bound returns nil while the socket is bound to its interface, and an
 // error wrapping capture.ErrInterfaceGone once the kernel has unbound it
 // because the interface was deleted (or moved to another network
-// namespace): getsockname then reports interface index -1. It allocates
-// nothing.
+// namespace): getsockname then reports interface index -1. It keeps that
+// error (s.gone) and allocates nothing else.
 func (s *Source) bound() error {
 	n := uint32(unsafe.Sizeof(s.name))
 	_, _, e := unix.RawSyscall(unix.SYS_GETSOCKNAME, uintptr(s.fd), uintptr(unsafe.Pointer(&s.name)), uintptr(unsafe.Pointer(&n)))
@@ -337,7 +344,8 @@ func (s *Source) bound() error {
 	case e != 0:
 		return &OpError{Op: "getsockname", Iface: s.iface, Socket: int(s.port), Err: e}
 	case s.name.Ifindex != s.ifindex:
-		return fmt.Errorf("afpacket: socket %d: %w", s.port, &capture.InterfaceError{Iface: s.iface, Err: capture.ErrInterfaceGone})
+		s.gone = fmt.Errorf("afpacket: socket %d: %w", s.port, &capture.InterfaceError{Iface: s.iface, Err: capture.ErrInterfaceGone})
+		return s.gone
 	}
 	return nil
 }
