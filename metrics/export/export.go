@@ -2,8 +2,7 @@ package export
 
 import (
 	"context"
-	"github.com/rocescope/rocescope/metrics"
-	"github.com/rocescope/rocescope/metrics/report"
+	"errors"
 	"io"
 	"math"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/metrics"
+	"github.com/rocescope/rocescope/metrics/report"
 )
 
 // Sink writes reports somewhere.
@@ -38,6 +39,16 @@ func Sync(ctx context.Context, s Sink) error {
 		return y.Sync(ctx)
 	}
 	return nil
+}
+
+// SyncPath fsyncs the file or directory at path: for a directory, it makes
+// the names created, renamed or removed in it durable.
+func SyncPath(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
 }
 
 // syncWriter makes what was written to w durable: it fsyncs w when w is a

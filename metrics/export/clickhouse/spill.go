@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rocescope/rocescope/metrics/export"
 )
 
 // Spill files. A sink spills the rows it cannot insert into a file of its
@@ -109,7 +111,7 @@ func (d *spillDir) create(suffix string) (*spillFile, error) {
 		err = os.Rename(tmp, name)
 	}
 	if err == nil {
-		err = syncDir(d.path)
+		err = export.SyncPath(d.path)
 	}
 	if err != nil {
 		f.Close()
@@ -296,7 +298,7 @@ func firstLine(b []byte) []byte {
 func (d *spillDir) done(sf *spillFile) error {
 	err := os.Remove(sf.path)
 	if err == nil {
-		err = syncDir(d.path)
+		err = export.SyncPath(d.path)
 	}
 	return errors.Join(err, sf.f.Close())
 }
@@ -313,15 +315,6 @@ func (d *spillDir) close() error {
 	}
 	d.own, d.refused = nil, nil
 	return errors.Join(errs...)
-}
-
-// syncDir makes the names in directory path durable.
-func syncDir(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	return errors.Join(f.Sync(), f.Close())
 }
 
 // DefaultSpillDir returns the spill directory of a target whose URL names

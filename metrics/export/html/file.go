@@ -55,9 +55,9 @@ func (f *File) Sync(context.Context) error {
 		return nil
 	}
 	// Written by Flush, not durable yet.
-	err := syncPath(f.path)
+	err := export.SyncPath(f.path)
 	if err == nil {
-		err = syncPath(filepath.Dir(f.path))
+		err = export.SyncPath(filepath.Dir(f.path))
 	}
 	if err != nil {
 		return fmt.Errorf("html: sync %s: %w", f.path, err)
@@ -83,7 +83,7 @@ func (f *File) write(sync bool) error {
 		err = os.Rename(tmp.Name(), f.path)
 	}
 	if sync && err == nil {
-		err = syncPath(filepath.Dir(f.path))
+		err = export.SyncPath(filepath.Dir(f.path))
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
@@ -91,13 +91,4 @@ func (f *File) write(sync bool) error {
 	}
 	f.dirty, f.synced = false, sync
 	return nil
-}
-
-// syncPath fsyncs the file or directory at path.
-func syncPath(path string) error {
-	fh, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	return errors.Join(fh.Sync(), fh.Close())
 }
