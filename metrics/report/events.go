@@ -245,9 +245,6 @@ func (rp *Reporter) emit(evs []Event, k eventKey, e Event, cont, next *openEvent
 	return append(evs, e)
 }
 
-// flowAt returns the position of the flow with key k in w, or -1.
-func (rp *Reporter) flowAt(w *metrics.Window, k metrics.FlowKey) int32 { return rp.index.find(w, k) }
-
 // flow returns the Flow of record f, with the source QP the learned pairs
 // give.
 func (rp *Reporter) flow(f *metrics.FlowRecord) Flow {
@@ -263,7 +260,7 @@ func (rp *Reporter) reverse(w *metrics.Window, f *metrics.FlowRecord) int32 {
 	if !fl.SQPKnown {
 		return -1
 	}
-	return rp.flowAt(w, metrics.FlowKey{Src: f.Key.Dst, Dst: f.Key.Src, DQP: fl.SQP})
+	return rp.index.find(w, metrics.FlowKey{Src: f.Key.Dst, Dst: f.Key.Src, DQP: fl.SQP})
 }
 
 // densityShift is the fixed point of the incast sums: bytes per slot
@@ -595,7 +592,7 @@ func (rp *Reporter) retransmissions(w *metrics.Window, evs []Event) []Event {
 		if x.Ongoing {
 			next = &openEvent{resent: total}
 		}
-		j := rp.flowAt(w, x.Key)
+		j := rp.index.find(w, x.Key)
 		fl := Flow{Key: x.Key}
 		if j >= 0 {
 			fl = rp.flow(&w.Flows[j])

@@ -119,7 +119,7 @@ type Reporter struct {
 	points     []slotPoint
 	active     map[decode.Addr]int // runs going on per source address
 	load       []uint64            // per burst slot: the change of a destination's aggregate (reaches)
-	index      flowIndex           // the window's flows by key (flowAt)
+	index      flowIndex           // the window's flows by key
 }
 
 // flowRate is a flow's rate in a window.
@@ -445,7 +445,7 @@ func (rp *Reporter) attributeCNPs(w *metrics.Window) {
 		rp.fillSQP(&y)
 		j := int32(unattributed)
 		if y.SQPKnown {
-			if k := rp.flowAt(w, metrics.FlowKey{Src: y.Key.Dst, Dst: y.Key.Src, DQP: y.SQP}); k >= 0 {
+			if k := rp.index.find(w, metrics.FlowKey{Src: y.Key.Dst, Dst: y.Key.Src, DQP: y.SQP}); k >= 0 {
 				j = k
 			}
 		}
