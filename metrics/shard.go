@@ -314,13 +314,13 @@ func (s *shard) sweep(oldest int64) int {
 
 // handleBatch accounts a batch of RoCE frames. It first reads the home
 // index slot of every event, then the hot lines of the entry whose tag
-// matches there or after it (table.probe), then the cold lines the frame will touch: the activity profile when its
-// next run may move the runs into it, the window bookkeeping when it is
-// the flow's first frame in a window, the requests waiting for answers
-// when it waits for one or answers the peer's. These are passes of loads
-// that do not depend on each other within the pass and so miss the cache
-// in parallel; then it handles the events in order with their entries in
-// the cache.
+// matches there or after it (table.probe), then the cold lines the frame
+// will touch: the activity profile when its next run may move the runs
+// into it, the window bookkeeping when it is the flow's first frame in a
+// window, the requests waiting for answers when it waits for one or
+// answers the peer's. These are passes of loads that do not depend on
+// each other within the pass and so miss the cache in parallel; then it
+// handles the events in order with their entries in the cache.
 func (s *shard) handleBatch(evs []event) {
 	t := s.tab
 	var sum uint64
