@@ -198,10 +198,15 @@ func (s *shard) closeThrough(w int64) {
 func (s *shard) flush(p int64, win *Window) {
 	w := win.Index()
 	if p >= 0 {
-		for _, idx := range s.active[p] {
-			if h := &s.tab.hot[idx]; h.win == w {
-				s.materialize(h, &s.tab.cold[idx], win)
+		for act := s.active[p]; len(act) > 0; {
+			n := min(len(act), flushAhead)
+			s.loadAhead(act[:n])
+			for _, idx := range act[:n] {
+				if h := &s.tab.hot[idx]; h.win == w {
+					s.materialize(h, &s.tab.cold[idx], win)
+				}
 			}
+			act = act[n:]
 		}
 		s.active[p] = s.active[p][:0]
 	}
@@ -219,6 +224,25 @@ func (s *shard) flush(p int64, win *Window) {
 		win.Counters[Evictions] += uint64(s.sweep(w))
 	}
 	s.closed = append(s.closed, win)
+}
+
+// flushAhead is how many entries flush loads ahead at a time: enough for
+// their misses to overlap, few enough that the lines are still in the
+// cache when materialize gets to them.
+const flushAhead = 32
+
+// loadAhead loads the lines of the entries at idxs that materialize reads
+// (both hot lines, the cold line of the window bookkeeping and the one of
+// the matched latencies), as a pass of independent loads whose misses
+// overlap, rather than one entry's misses after another's.
+func (s *shard) loadAhead(idxs []int32) {
+	t := s.tab
+	var sum uint64
+	for _, idx := range idxs {
+		h, c := &t.hot[idx], &t.cold[idx]
+		sum += uint64(h.win) + uint64(h.epsn) + uint64(c.lastWin) + uint64(c.latN[0])
+	}
+	s.warm += sum
 }
 
 // drain returns the windows closed since the last drain, oldest first, for
