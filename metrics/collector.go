@@ -174,6 +174,23 @@ func (p *windowPool) get(i int64) *Window {
 	return w
 }
 
+// lendFlowMem gives w the flow list memory of the free window in which the
+// most records have been written, when that is more than in w's
+// (Window.swapFlowMem).
+func (p *windowPool) lendFlowMem(w *Window) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var best *Window
+	for _, f := range p.free {
+		if f.flowMem != nil && (best == nil || f.flowMem.high > best.flowMem.high) {
+			best = f
+		}
+	}
+	if best != nil {
+		w.swapFlowMem(best)
+	}
+}
+
 // put gives w back; it is dropped when the pool is full.
 func (p *windowPool) put(w *Window) {
 	p.mu.Lock()

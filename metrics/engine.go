@@ -232,6 +232,17 @@ func (o *inlineOutput) window(rw *readerWindow) { o.coll.readerWindow(rw) }
 
 func (o *inlineOutput) mark(through int64) {
 	o.flush()
+	if old := o.sh.open.oldest(); through == allWindows && old != nil && old.Index() < o.sh.high {
+		// At the end of the input the older of the open windows closes
+		// and is emitted first, so that the newer, closing next, can put
+		// its records in the older's flow list memory (shard.flush).
+		o.close(old.Index())
+	}
+	o.close(through)
+}
+
+// close closes the windows ≤ through of the shard and the collector.
+func (o *inlineOutput) close(through int64) {
 	o.sh.closeThrough(through)
 	o.shardWindows()
 	o.coll.shardMark(0, through)

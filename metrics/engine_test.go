@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -746,5 +748,63 @@ func TestEngineLateFrameOfFlowThatStopped(t *testing.T) {
 					workers, len(w.Flows), w.Flows, w.Counters[Packets], w.Counters[LatePackets])
 			}
 		}
+	}
+}
+
+// TestEngineOneFullFlowList: 2 000 connections each send one WRITE a
+// window, over 7 windows, with one worker; in the last, within its first
+// 50 ms, so that the input ends with two windows open (the lateness is
+// 100 ms). Two windows are in flight at a time, but the older takes the
+// memory of the flow list in which the most records were written
+// (Window.swapFlowMem): at the next window's open, and at the end of the
+// input, where the older is emitted before the newer closes. So of the
+// lists' memory in the pool only one was written to a window's 2 000
+// records; no other got a record, as no flow folds early.
+func TestEngineOneFullFlowList(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("flow lists live in mapped regions on Linux only")
+	}
+	const conns, windows = 2000, 7
+	var frames []capture.Frame
+	for w := range windows {
+		span := int64(time.Second)
+		if w == windows-1 {
+			span /= 20
+		}
+		for c := range conns {
+			f := testframes.RoCE{Src: [4]byte{10, 0, byte(c >> 8), byte(c)}, Dst: [4]byte{10, 1, 0, 1}, Sport: 50000,
+				Op: testframes.OpWriteOnly, DQP: 0x100, PSN: uint32(w), Ext: testframes.RETH(64), Payload: 64}
+			b := f.Bytes()
+			frames = append(frames, capture.Frame{Data: b, OrigLen: uint32(len(b)), Link: decode.LinkEthernet,
+				Time: testframes.Epoch + int64(w)*int64(time.Second) + int64(c)*span/conns})
+		}
+	}
+	e, err := New(&Config{Workers: 1, Host: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	emitted := 0
+	err = e.Run(context.Background(), []capture.Source{&testframes.Source{Frames: frames, Per: 256}}, func(w *Window) error {
+		if len(w.Flows) != conns {
+			t.Errorf("window %d: %d flows, want %d", w.Index(), len(w.Flows), conns)
+		}
+		emitted++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if emitted != windows {
+		t.Fatalf("%d windows emitted, want %d", emitted, windows)
+	}
+	var highs []int
+	for _, w := range e.pool.free {
+		if w.flowMem != nil {
+			highs = append(highs, max(w.flowMem.high, len(w.Flows)))
+		}
+	}
+	slices.Sort(highs)
+	if len(highs) < 2 || highs[len(highs)-1] != conns || highs[len(highs)-2] != 0 {
+		t.Errorf("records written in the pooled flow lists' memory: %v; want one list of %d, the rest 0", highs, conns)
 	}
 }

@@ -13,7 +13,8 @@ import "sync/atomic"
 // Linux, the array comes from the Go heap. The Go collector does not scan
 // a region: what lives in one must hold no pointers.
 type region struct {
-	b []byte // the mapping; nil for heap memory
+	b    []byte // the mapping; nil for heap memory
+	high int    // of a flow list's region: the records written in it so far, whose pages are committed
 }
 
 // hugeAdvised counts the regions the kernel took the huge-page advice for

@@ -3,7 +3,6 @@ package metrics
 import (
 	"math"
 	"math/bits"
-	"runtime"
 
 	"github.com/rocescope/rocescope/decode"
 )
@@ -153,6 +152,9 @@ func (s *shard) lateWindow(w int64) *Window {
 // used costs no memory (see growFlows).
 func (s *shard) openWindow(w int64) *Window {
 	win := s.newList(w)
+	if prev := s.open.get(w - 1); prev != nil {
+		prev.swapFlowMem(win)
+	}
 	growFlows(win, s.flows+s.flows/4)
 	s.open.put(win)
 	return win
@@ -198,6 +200,7 @@ func (s *shard) closeThrough(w int64) {
 func (s *shard) flush(p int64, win *Window) {
 	w := win.Index()
 	if p >= 0 {
+		s.pool.lendFlowMem(win)
 		for act := s.active[p]; len(act) > 0; {
 			n := min(len(act), flushAhead)
 			s.loadAhead(act[:n])
@@ -314,12 +317,9 @@ func growFlows(win *Window, n int) {
 	}
 	grown, r := makeArray[FlowRecord](size)
 	win.Flows = append(grown[:0], flows...)
-	if win.flowMem == nil {
-		win.flowMem = new(region)
-		runtime.AddCleanup(win, (*region).free, win.flowMem)
-	}
-	win.flowMem.free()
-	*win.flowMem = r
+	mem := win.flowRegion()
+	mem.free()
+	*mem = r
 }
 
 // sweep evicts every flow that sent nothing in window w or later, and
