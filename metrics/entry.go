@@ -1,6 +1,9 @@
 package metrics
 
-import "math"
+import (
+	"math"
+	"unsafe"
+)
 
 // Entry flags (hot.flags).
 const (
@@ -99,6 +102,12 @@ type cold struct {
 	latN   [2]uint32
 	latSum [2]uint64
 	pendT  [pendSize]int64
+}
+
+// pendLines adds the lines of the requests waiting for their answers to l.
+func (c *cold) pendLines(l *lines) {
+	l.add(unsafe.Pointer(&c.pendKey))
+	l.add(unsafe.Pointer(&c.pendT))
 }
 
 // pendKey packs the kind and PSN of a request waiting for its answer.

@@ -3,6 +3,7 @@ package metrics
 import (
 	"math"
 	"math/bits"
+	"unsafe"
 
 	"github.com/rocescope/rocescope/decode"
 )
@@ -70,7 +71,7 @@ type shard struct {
 	late   []*Window         // late parts of windows the ring closed, for a lagging reader (lateWindow)
 	high   int64             // newest window index opened
 	active [2][]int32        // slab positions of the flows whose counters are in the open window of each parity
-	warm   uint64            // sink of handleBatch's prefetching loads, so they are not optimized away
+	lines  lines             // scratch of handleBatch and flush: the lines to prefetch
 	ahead  [batchSize]uint32 // scratch of handleBatch: the entry each event's lookup will compare first (table.probe)
 	pool   *windowPool       // where open windows come from
 	closed []*Window         // windows closed since the last drain
@@ -81,10 +82,11 @@ type shard struct {
 
 func newShard(cfg *Config, capacity int, pool *windowPool) *shard {
 	return &shard{
-		cfg:  cfg,
-		tab:  newTable(capacity, cfg.Seed),
-		high: noWindow,
-		pool: pool,
+		cfg:   cfg,
+		tab:   newTable(capacity, cfg.Seed),
+		high:  noWindow,
+		pool:  pool,
+		lines: make(lines, 0, 6*batchSize), // what handleBatch's third pass may ask for at most
 	}
 }
 
@@ -234,18 +236,19 @@ func (s *shard) flush(p int64, win *Window) {
 // cache when materialize gets to them.
 const flushAhead = 32
 
-// loadAhead loads the lines of the entries at idxs that materialize reads
-// (both hot lines, the cold line of the window bookkeeping and the one of
-// the matched latencies), as a pass of independent loads whose misses
-// overlap, rather than one entry's misses after another's.
+// loadAhead prefetches the lines of the entries at idxs that materialize
+// reads: both hot lines, the cold line of the window bookkeeping and the
+// one of the matched latencies.
 func (s *shard) loadAhead(idxs []int32) {
-	t := s.tab
-	var sum uint64
+	t, l := s.tab, &s.lines
 	for _, idx := range idxs {
 		h, c := &t.hot[idx], &t.cold[idx]
-		sum += uint64(h.win) + uint64(h.epsn) + uint64(c.lastWin) + uint64(c.latN[0])
+		l.add(unsafe.Pointer(h))
+		l.add(unsafe.Pointer(&h.lastReq))
+		l.add(unsafe.Pointer(&c.lastWin))
+		l.add(unsafe.Pointer(&c.latN))
 	}
-	s.warm += sum
+	l.fetch()
 }
 
 // drain returns the windows closed since the last drain, oldest first, for
@@ -336,21 +339,23 @@ func (s *shard) sweep(oldest int64) int {
 	return n
 }
 
-// handleBatch accounts a batch of RoCE frames. It first reads the home
-// index slot of every event, then the hot lines of the entry whose tag
-// matches there or after it (table.probe), then the cold lines the frame
-// will touch: the activity profile when its next run may move the runs
-// into it, the window bookkeeping when it is the flow's first frame in a
-// window, the requests waiting for answers when it waits for one or
-// answers the peer's. These are passes of loads that do not depend on
-// each other within the pass and so miss the cache in parallel; then it
-// handles the events in order with their entries in the cache.
+// handleBatch accounts a batch of RoCE frames. It first prefetches the
+// home index slot of every event, then the hot lines of the entry whose
+// tag matches there or after it (table.probe), then the cold lines the
+// frame will touch: the activity profile when its next run may move the
+// runs into it, the window bookkeeping when it is the flow's first frame
+// in a window, the requests waiting for answers when it waits for one or
+// answers the peer's. Each pass asks for lines that do not depend on each
+// other, so that their misses overlap; then it handles the events in
+// order with their entries in the cache, comparing first the entry the
+// second pass found.
 func (s *shard) handleBatch(evs []event) {
 	t := s.tab
-	var sum uint64
+	l := &s.lines
 	for i := range evs {
-		sum += uint64(t.slots[t.home(evs[i].hash)].idx)
+		l.add(unsafe.Pointer(&t.slots[t.home(evs[i].hash)]))
 	}
+	l.fetch()
 	ahead := s.ahead[:len(evs)]
 	for i := range evs {
 		// The entry the lookup will compare, not the home slot's: a
@@ -359,39 +364,41 @@ func (s *shard) handleBatch(evs []event) {
 		ahead[i] = idx
 		if idx != 0 {
 			h := &t.hot[idx-1]
-			sum += uint64(h.win) + uint64(h.epsn) // lines 0 and 1
+			l.add(unsafe.Pointer(h))          // line 0
+			l.add(unsafe.Pointer(&h.lastReq)) // line 1
 		}
 	}
+	l.fetch()
 	for i, idx := range ahead {
 		if idx == 0 {
 			continue
 		}
 		h, c, ev := &t.hot[idx-1], &t.cold[idx-1], &evs[i]
 		if h.nruns == 2 {
-			sum += c.act[0].Bytes
+			l.add(unsafe.Pointer(&c.act))
 		}
 		if h.win != ev.win {
-			sum += uint64(c.lastWin) // the window changes: materialize
+			l.add(unsafe.Pointer(&c.lastWin)) // the window changes: materialize
 		}
 		if ev.flags&(evReadReq|evAckReq) != 0 {
-			sum += uint64(c.pendKey[0]) + uint64(c.pendT[0]) // await
+			c.pendLines(l) // await
 		}
 		if ev.flags&(evReadRespHead|evAck) != 0 && h.peer >= 0 {
-			req := &t.cold[h.peer]
-			sum += uint64(req.pendKey[0]) + uint64(req.pendT[0]) // matchLatency
+			t.cold[h.peer].pendLines(l) // matchLatency
 		}
 	}
-	s.warm += sum
+	l.fetch()
 	for i := range evs {
-		s.handle(&evs[i])
+		s.handle(&evs[i], ahead[i])
 	}
 }
 
-// handle accounts one RoCE frame.
-func (s *shard) handle(ev *event) {
+// handle accounts one RoCE frame. hint is table.probe's answer for it, 0
+// for none: the entry to compare first.
+func (s *shard) handle(ev *event, hint uint32) {
 	win := s.window(ev.win)
 	t := s.tab
-	idx := t.lookup(&ev.key, ev.hash)
+	idx := t.lookupAt(hint, &ev.key, ev.hash)
 	if idx < 0 {
 		if idx = s.admit(ev); idx < 0 {
 			s.untracked(win, ev)

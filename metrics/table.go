@@ -79,6 +79,20 @@ func (t *table) lookup(key *FlowKey, h uint64) int32 {
 	}
 }
 
+// lookupAt is lookup for a key whose entry is likely at slab position
+// hint-1 (table.probe's answer some inserts and removals ago, 0 for none):
+// that entry's key is compared first, without reading the index. Slab
+// positions do not move, and a removed entry is marked in its hot part, so
+// a match is the key's entry.
+func (t *table) lookupAt(hint uint32, key *FlowKey, h uint64) int32 {
+	if hint != 0 {
+		if e := &t.hot[hint-1]; e.win != freeEntry && e.key == *key {
+			return int32(hint - 1)
+		}
+	}
+	return t.lookup(key, h)
+}
+
 // probe returns the slab position + 1 of the first entry from the home
 // slot of hash h whose tag is h's, or 0 when an empty slot comes first:
 // the entry a lookup of h compares first, which handleBatch loads ahead.
@@ -124,6 +138,7 @@ func (t *table) insert(key *FlowKey, h uint64) int32 {
 func (t *table) remove(idx int32) {
 	t.index.remove(uint32(idx), t.hot[idx].key.Hash(t.seed))
 	t.free = append(t.free, idx)
+	t.hot[idx].win = freeEntry
 	t.cold[idx].lastWin = freeEntry
 	t.used--
 }

@@ -234,3 +234,53 @@ func TestTableProbe(t *testing.T) {
 		t.Errorf("lookup(k2) = %d, want %d", got, i2)
 	}
 }
+
+// TestLookupAt checks the lookup that compares a hinted entry first: a
+// right hint, a hint at another flow's entry and no hint find the key's
+// entry; a hint at the entry of a removed flow, whose key is still in the
+// slab, finds nothing, and after the position is reused for the same key,
+// that entry.
+func TestLookupAt(t *testing.T) {
+	tab := newTable(16, 1)
+	k1, k2 := testKey(1), testKey(2)
+	h1, h2 := k1.Hash(1), k2.Hash(1)
+	i1, i2 := tab.insert(&k1, h1), tab.insert(&k2, h2)
+	for _, c := range []struct {
+		hint uint32
+		key  *FlowKey
+		h    uint64
+		want int32
+	}{
+		{uint32(i1) + 1, &k1, h1, i1},
+		{uint32(i2) + 1, &k1, h1, i1}, // another flow's entry
+		{0, &k2, h2, i2},
+	} {
+		if got := tab.lookupAt(c.hint, c.key, c.h); got != c.want {
+			t.Errorf("lookupAt(%d, %v) = %d, want %d", c.hint, *c.key, got, c.want)
+		}
+	}
+	tab.remove(i1)
+	if got := tab.lookupAt(uint32(i1)+1, &k1, h1); got != -1 {
+		t.Errorf("lookupAt(the removed entry, its key) = %d, want -1", got)
+	}
+	if again := tab.insert(&k1, h1); again != i1 {
+		t.Fatalf("insert after remove took position %d, not the freed %d", again, i1)
+	}
+	if got := tab.lookupAt(uint32(i1)+1, &k1, h1); got != i1 {
+		t.Errorf("lookupAt(the reused entry, its key) = %d, want %d", got, i1)
+	}
+}
+
+// TestPrefetch asks for lines of valid, null and unmapped addresses, and
+// for none: a prefetch never faults.
+func TestPrefetch(t *testing.T) {
+	var x [128]byte
+	prefetch(nil)
+	prefetch([]uintptr{uintptr(unsafe.Pointer(&x[0])), uintptr(unsafe.Pointer(&x[64])), 0, 1 << 46})
+	var l lines
+	l.add(unsafe.Pointer(&x[0]))
+	l.fetch()
+	if len(l) != 0 {
+		t.Errorf("lines after fetch: %d, want 0", len(l))
+	}
+}

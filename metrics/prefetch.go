@@ -1,0 +1,16 @@
+package metrics
+
+import "unsafe"
+
+// lines collects the addresses of cache lines for prefetch, in a scratch
+// slice kept from batch to batch.
+type lines []uintptr
+
+// add adds the line of p.
+func (l *lines) add(p unsafe.Pointer) { *l = append(*l, uintptr(p)) }
+
+// fetch asks for the lines and empties l.
+func (l *lines) fetch() {
+	prefetch(*l)
+	*l = (*l)[:0]
+}
