@@ -9,6 +9,15 @@ type lines []uintptr
 // add adds the line of p.
 func (l *lines) add(p unsafe.Pointer) { *l = append(*l, uintptr(p)) }
 
+// span adds the lines of the size bytes at p.
+func (l *lines) span(p unsafe.Pointer, size uintptr) {
+	const line = 64
+	a := uintptr(p)
+	for at := a &^ (line - 1); at < a+size; at += line {
+		*l = append(*l, at)
+	}
+}
+
 // fetch asks for the lines and empties l.
 func (l *lines) fetch() {
 	prefetch(*l)

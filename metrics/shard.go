@@ -206,6 +206,7 @@ func (s *shard) flush(p int64, win *Window) {
 		for act := s.active[p]; len(act) > 0; {
 			n := min(len(act), flushAhead)
 			s.loadAhead(act[:n])
+			s.recordsAhead(act[:n], win)
 			for _, idx := range act[:n] {
 				if h := &s.tab.hot[idx]; h.win == w {
 					s.materialize(h, &s.tab.cold[idx], win)
@@ -247,6 +248,26 @@ func (s *shard) loadAhead(idxs []int32) {
 		l.add(unsafe.Pointer(&h.lastReq))
 		l.add(unsafe.Pointer(&c.lastWin))
 		l.add(unsafe.Pointer(&c.latN))
+	}
+	l.fetch()
+}
+
+// recordsAhead prefetches the records materialize will write for the
+// entries at idxs that count in win: an entry's tally, when it has one,
+// else the room at the end of win's flow list where its record goes.
+func (s *shard) recordsAhead(idxs []int32, win *Window) {
+	t, l := s.tab, &s.lines
+	w, n, room := win.Index(), len(win.Flows), win.Flows[:cap(win.Flows)]
+	for _, idx := range idxs {
+		h := &t.hot[idx]
+		switch {
+		case h.win != w:
+		case h.flags&entTally != 0:
+			l.span(unsafe.Pointer(&win.Flows[t.cold[idx].rec]), unsafe.Sizeof(FlowRecord{}))
+		case n < len(room):
+			l.span(unsafe.Pointer(&room[n]), unsafe.Sizeof(FlowRecord{}))
+			n++
+		}
 	}
 	l.fetch()
 }

@@ -270,17 +270,3 @@ func TestLookupAt(t *testing.T) {
 		t.Errorf("lookupAt(the reused entry, its key) = %d, want %d", got, i1)
 	}
 }
-
-// TestPrefetch asks for lines of valid, null and unmapped addresses, and
-// for none: a prefetch never faults.
-func TestPrefetch(t *testing.T) {
-	var x [128]byte
-	prefetch(nil)
-	prefetch([]uintptr{uintptr(unsafe.Pointer(&x[0])), uintptr(unsafe.Pointer(&x[64])), 0, 1 << 46})
-	var l lines
-	l.add(unsafe.Pointer(&x[0]))
-	l.fetch()
-	if len(l) != 0 {
-		t.Errorf("lines after fetch: %d, want 0", len(l))
-	}
-}
