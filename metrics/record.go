@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"slices"
+	"unsafe"
 )
 
 // FlowCounter names one exact, additive per-flow figure.
@@ -174,6 +175,7 @@ func (r *FlowRecord) SetHash(seed uint64) { r.hash = r.Key.Hash(seed) }
 type flowOrder struct {
 	a, b  []sortItem
 	count []uint32
+	lines lines // of permute: the records to prefetch
 }
 
 // sortItem is a record's place in the sort: its hash and position.
@@ -216,7 +218,7 @@ func (o *flowOrder) normalize(flows []FlowRecord) []FlowRecord {
 		}
 		i = j
 	}
-	permute(flows, items)
+	o.permute(flows, items)
 	out := flows[:0]
 	for i := range flows {
 		if k := len(out); k > 0 && out[k-1].Key == flows[i].Key {
@@ -303,15 +305,27 @@ func (o *flowOrder) radix() []sortItem {
 
 // permute moves the records of flows so that position i holds the record
 // that was at items[i].pos, following each cycle of the permutation once.
-// It overwrites the positions in items.
-func permute(flows []FlowRecord, items []sortItem) {
+// It overwrites the positions in items. The records of a cycle are
+// scattered over the list: it prefetches them permuteAhead at a time,
+// following the cycle ahead of the moves.
+func (o *flowOrder) permute(flows []FlowRecord, items []sortItem) {
+	l := &o.lines
 	for i := range items {
 		if items[i].pos == uint32(i) {
 			continue
 		}
 		tmp := flows[i]
-		j := i
+		j, ahead := i, i // the records of the cycle up to ahead are asked for
 		for {
+			if j == ahead {
+				for range permuteAhead {
+					if ahead = int(items[ahead].pos); ahead == i {
+						break
+					}
+					l.span(unsafe.Pointer(&flows[ahead]), unsafe.Sizeof(flows[ahead]))
+				}
+				l.fetch()
+			}
 			k := int(items[j].pos)
 			items[j].pos = uint32(j)
 			if k == i {
@@ -323,6 +337,9 @@ func permute(flows []FlowRecord, items []sortItem) {
 		}
 	}
 }
+
+// permuteAhead is how many records of a cycle permute asks for at a time.
+const permuteAhead = 8
 
 // sort orders the opcodes of m by value, the canonical order.
 func (m *OpMix) sort() {
