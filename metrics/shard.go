@@ -205,7 +205,7 @@ func (s *shard) flush(p int64, win *Window) {
 		s.pool.lendFlowMem(win)
 		for act := s.active[p]; len(act) > 0; {
 			n := min(len(act), flushAhead)
-			s.loadAhead(act[:n])
+			s.entriesAhead(act[:n])
 			s.recordsAhead(act[:n], win)
 			for _, idx := range act[:n] {
 				if h := &s.tab.hot[idx]; h.win == w {
@@ -232,15 +232,15 @@ func (s *shard) flush(p int64, win *Window) {
 	s.closed = append(s.closed, win)
 }
 
-// flushAhead is how many entries flush loads ahead at a time: enough for
+// flushAhead is how many entries flush prefetches at a time: enough for
 // their misses to overlap, few enough that the lines are still in the
 // cache when materialize gets to them.
 const flushAhead = 32
 
-// loadAhead prefetches the lines of the entries at idxs that materialize
+// entriesAhead prefetches the lines of the entries at idxs that materialize
 // reads: both hot lines, the cold line of the window bookkeeping and the
 // one of the matched latencies.
-func (s *shard) loadAhead(idxs []int32) {
+func (s *shard) entriesAhead(idxs []int32) {
 	t, l := s.tab, &s.lines
 	for _, idx := range idxs {
 		h, c := &t.hot[idx], &t.cold[idx]
