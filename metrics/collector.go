@@ -182,7 +182,7 @@ func (p *windowPool) lendFlowMem(w *Window) {
 	defer p.mu.Unlock()
 	var best *Window
 	for _, f := range p.free {
-		if f.flowMem != nil && (best == nil || f.flowMem.high > best.flowMem.high) {
+		if f.flowMem != nil && (best == nil || f.flowsWritten() > best.flowsWritten()) {
 			best = f
 		}
 	}

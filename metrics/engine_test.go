@@ -800,11 +800,46 @@ func TestEngineOneFullFlowList(t *testing.T) {
 	var highs []int
 	for _, w := range e.pool.free {
 		if w.flowMem != nil {
-			highs = append(highs, max(w.flowMem.high, len(w.Flows)))
+			highs = append(highs, w.flowsWritten())
 		}
 	}
 	slices.Sort(highs)
 	if len(highs) < 2 || highs[len(highs)-1] != conns || highs[len(highs)-2] != 0 {
 		t.Errorf("records written in the pooled flow lists' memory: %v; want one list of %d, the rest 0", highs, conns)
+	}
+}
+
+// TestPoolLendsMostWrittenList: a window about to take its records gets
+// the flow list memory of the free window in which the most records were
+// written, counting the records of its last use (not yet folded into its
+// region's mark, as a window is reset only when it is taken again), and
+// keeps its own records; the free window gets its memory.
+func TestPoolLendsMostWrittenList(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("flow lists live in mapped regions on Linux only")
+	}
+	e, err := New(&Config{Workers: 1, Host: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := e.pool
+	list := func(n int) *Window {
+		w := p.get(0)
+		growFlows(w, n)
+		w.Flows = w.Flows[:n]
+		return w
+	}
+	w, last, earlier := list(5), list(50), list(10)
+	w.Flows[4].C[FlowPackets] = 7
+	earlier.reset(0, earlier.Length) // 10 records written, none listed
+	p.put(last)
+	p.put(earlier)
+	p.lendFlowMem(w)
+	if got := w.flowsWritten(); got != 50 || len(w.Flows) != 5 || w.Flows[4].C[FlowPackets] != 7 {
+		t.Errorf("window after lendFlowMem: %d records written in its memory, %d listed, the last with %d packets; want 50, 5, 7",
+			got, len(w.Flows), w.Flows[4].C[FlowPackets])
+	}
+	if got := last.flowsWritten(); got != 5 || len(last.Flows) != 0 {
+		t.Errorf("free window after lendFlowMem: %d written, %d listed; want 5, 0", got, len(last.Flows))
 	}
 }

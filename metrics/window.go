@@ -141,9 +141,7 @@ func (w *Window) reset(start, length int64) {
 	w.late = false
 	w.Hosts = w.Hosts[:0]
 	w.Counters = Counters{}
-	if w.flowMem != nil {
-		w.flowMem.high = max(w.flowMem.high, len(w.Flows))
-	}
+	w.flowsWritten()
 	w.Flows = w.Flows[:0]
 	w.CM = w.CM[:0]
 	w.Pauses = w.Pauses[:0]
@@ -240,14 +238,22 @@ func (w *Window) swapFlowMem(next *Window) {
 		return
 	}
 	mem := w.flowRegion()
-	mem.high = max(mem.high, len(w.Flows))
-	next.flowMem.high = max(next.flowMem.high, len(next.Flows))
-	if next.flowMem.high <= mem.high || cap(next.Flows) < len(w.Flows) {
+	if next.flowsWritten() <= w.flowsWritten() || cap(next.Flows) < len(w.Flows) {
 		return
 	}
 	moved := append(next.Flows[:0], w.Flows...)
 	w.Flows, next.Flows = moved, w.Flows[:0]
 	*mem, *next.flowMem = *next.flowMem, *mem
+}
+
+// flowsWritten returns how many records have been written in the memory
+// of w's flow list so far (region.high), counting the list's own.
+func (w *Window) flowsWritten() int {
+	if w.flowMem == nil {
+		return len(w.Flows)
+	}
+	w.flowMem.high = max(w.flowMem.high, len(w.Flows))
+	return w.flowMem.high
 }
 
 // flowRegion returns the region of w's flow list memory, empty until
