@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/decode"
@@ -475,6 +476,10 @@ func (o *poolOutput) send(k int) {
 	o.take(k)
 }
 
+// eventsAhead is how many events ahead of the one it fills a reader asks
+// for the lines of its batch: 8 events, 768 bytes.
+const eventsAhead = 8
+
 func (o *poolOutput) event(src, dst *decode.Addr, sport uint16) *event {
 	k := 0
 	if len(o.out) > 1 {
@@ -485,8 +490,14 @@ func (o *poolOutput) event(src, dst *decode.Addr, sport uint16) *event {
 		o.send(k)
 		b = o.out[k]
 	}
-	b.evs = b.evs[:len(b.evs)+1]
-	return &b.evs[len(b.evs)-1]
+	n := len(b.evs)
+	b.evs = b.evs[:n+1]
+	// The batch's lines were read last by the worker's core: ask for an
+	// event's lines eventsAhead events before the reader writes them.
+	if n+eventsAhead < cap(b.evs) {
+		prefetchWrite(uintptr(unsafe.Pointer(&b.evs[:n+eventsAhead+1][n+eventsAhead])))
+	}
+	return &b.evs[n]
 }
 
 func (o *poolOutput) flush() {

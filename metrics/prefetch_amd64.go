@@ -7,3 +7,11 @@ package metrics
 //
 //go:noescape
 func prefetch(addrs []uintptr)
+
+// prefetchWrite asks for the two cache lines from addr, to be written
+// (PREFETCHW): a line the other core wrote or read last arrives owned, so
+// that the stores to it do not wait. The Go assembler has no mnemonic for
+// PREFETCHW, so prefetch_amd64.s spells out its bytes.
+//
+//go:noescape
+func prefetchWrite(addr uintptr)

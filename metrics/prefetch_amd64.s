@@ -16,3 +16,11 @@ loop:
 
 done:
 	RET
+
+// func prefetchWrite(addr uintptr)
+// PREFETCHW is 0F 0D /1.
+TEXT ·prefetchWrite(SB), NOSPLIT, $0-8
+	MOVQ      addr+0(FP), AX
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x08             // PREFETCHW (AX)
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x48; BYTE $0x40 // PREFETCHW 64(AX)
+	RET

@@ -5,3 +5,6 @@ package metrics
 // prefetch does nothing where no prefetch instruction is wired up: the
 // lines are read when they are used.
 func prefetch([]uintptr) {}
+
+// prefetchWrite does nothing where no prefetch instruction is wired up.
+func prefetchWrite(uintptr) {}
