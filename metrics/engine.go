@@ -494,7 +494,7 @@ func (o *poolOutput) event(src, dst *decode.Addr, sport uint16) *event {
 	b.evs = b.evs[:n+1]
 	// The batch's lines were read last by the worker's core: ask for an
 	// event's lines eventsAhead events before the reader writes them.
-	if n+eventsAhead < cap(b.evs) {
+	if canPrefetchWrite && n+eventsAhead < cap(b.evs) {
 		prefetchWrite(uintptr(unsafe.Pointer(&b.evs[:n+eventsAhead+1][n+eventsAhead])))
 	}
 	return &b.evs[n]

@@ -6,5 +6,8 @@ package metrics
 // lines are read when they are used.
 func prefetch([]uintptr) {}
 
-// prefetchWrite does nothing where no prefetch instruction is wired up.
+// canPrefetchWrite is false where no prefetch instruction is wired up.
+const canPrefetchWrite = false
+
+// prefetchWrite is never called where canPrefetchWrite is false.
 func prefetchWrite(uintptr) {}

@@ -12,8 +12,10 @@ func TestPrefetch(t *testing.T) {
 	var x [128]byte
 	prefetch(nil)
 	prefetch([]uintptr{uintptr(unsafe.Pointer(&x[0])), uintptr(unsafe.Pointer(&x[64])), 0, 1 << 46})
-	for _, a := range []uintptr{uintptr(unsafe.Pointer(&x[0])), 0, 1 << 46} {
-		prefetchWrite(a)
+	if canPrefetchWrite {
+		for _, a := range []uintptr{uintptr(unsafe.Pointer(&x[0])), 0, 1 << 46} {
+			prefetchWrite(a)
+		}
 	}
 	var l lines
 	l.add(unsafe.Pointer(&x[0]))
