@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,6 +31,12 @@ func TestHangUpReportsOpenWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A test run under nohup would pass SIGHUP ignored on to the children,
+	// which then rightly go on past it. A handler here, even one nobody
+	// reads, makes exec start them with the default action instead.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			cmd := exec.Command(bin, "replay", "--format", "jsonl", "--workers", "1", "-")
@@ -79,10 +86,14 @@ func TestHangUpReportsOpenWindow(t *testing.T) {
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
+			hung := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
 			for n := range lines {
 				got = n
 			}
 			err = cmd.Wait()
+			if !hung.Stop() {
+				t.Fatalf("still running 30 s after %v; stderr: %s", sig, &stderr)
+			}
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || exit.ExitCode() != 130 {
 				t.Errorf("after %v: %v, want exit status 130", sig, err)
