@@ -25,11 +25,16 @@ func TestPrefetch(t *testing.T) {
 	}
 }
 
+// spanBuf is TestLinesSpan's buffer. A global never moves: a buffer on the
+// test's stack would move when the stack grows (under the race detector it
+// did), leaving the lines computed before as stale integers.
+var spanBuf [1024]byte
+
 // TestLinesSpan checks the lines of byte ranges against hand-counted ones:
 // a 352-byte record 0x30 into a line spans 7 lines, one at a line's start
 // 6, a byte 1, the last byte of a line and the first of the next 2.
 func TestLinesSpan(t *testing.T) {
-	buf := make([]byte, 1024)
+	buf := spanBuf[:]
 	base := int(-uintptr(unsafe.Pointer(&buf[0])) & 63) // the offset of the first line in buf
 	line0 := uintptr(unsafe.Pointer(&buf[base]))
 	for _, c := range []struct {
