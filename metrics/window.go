@@ -141,7 +141,7 @@ func (w *Window) reset(start, length int64) {
 	w.late = false
 	w.Hosts = w.Hosts[:0]
 	w.Counters = Counters{}
-	w.flowsWritten()
+	w.flowsWritten() // the mark keeps the records the list drops here
 	w.Flows = w.Flows[:0]
 	w.CM = w.CM[:0]
 	w.Pauses = w.Pauses[:0]
@@ -247,7 +247,9 @@ func (w *Window) swapFlowMem(next *Window) {
 }
 
 // flowsWritten returns how many records have been written in the memory
-// of w's flow list so far (region.high), counting the list's own.
+// of w's flow list so far (region.high), counting the list's own, which it
+// folds into the region's mark first, so that the mark outlasts the list
+// being emptied or moved.
 func (w *Window) flowsWritten() int {
 	if w.flowMem == nil {
 		return len(w.Flows)
