@@ -18,5 +18,5 @@ type region struct {
 }
 
 // hugeAdvised counts the regions the kernel took the huge-page advice for
-// (the tests read it).
+// (TestRegionWholeHugePages reads it).
 var hugeAdvised atomic.Int64
