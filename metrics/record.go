@@ -5,6 +5,8 @@ import (
 	"cmp"
 	"slices"
 	"unsafe"
+
+	"github.com/rocescope/rocescope/internal/scratch"
 )
 
 // FlowCounter names one exact, additive per-flow figure.
@@ -201,7 +203,7 @@ func (o *flowOrder) normalize(flows []FlowRecord) []FlowRecord {
 		}
 		return flows
 	}
-	o.a, o.b = slices.Grow(o.a[:0], n)[:n], slices.Grow(o.b[:0], n)[:n]
+	o.a, o.b = scratch.Resize(o.a, n), scratch.Resize(o.b, n)
 	for i := range flows {
 		o.a[i] = sortItem{flows[i].hash, uint32(i)}
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/scratch"
 	"github.com/rocescope/rocescope/metrics"
 )
 
@@ -332,7 +333,7 @@ func (rp *Reporter) incasts(w *metrics.Window, evs []Event) []Event {
 	flows := w.Flows
 	rp.dsts = rp.dsts[:0]
 	clear(rp.dstAt)
-	rp.nextFlow = slices.Grow(rp.nextFlow[:0], len(flows))[:len(flows)]
+	rp.nextFlow = scratch.Resize(rp.nextFlow, len(flows))
 	for i := range flows {
 		f := &flows[i]
 		// A bound of the flow's densest slot (a run's bytes over one

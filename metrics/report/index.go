@@ -2,8 +2,8 @@ package report
 
 import (
 	"math/bits"
-	"slices"
 
+	"github.com/rocescope/rocescope/internal/scratch"
 	"github.com/rocescope/rocescope/metrics"
 )
 
@@ -31,7 +31,7 @@ func (x *flowIndex) build(w *metrics.Window) {
 	b := min(max(bits.Len(uint(len(flows))), 1), maxIndexBits)
 	x.w, x.shift = w, uint(64-b)
 	n := 1<<b + 1
-	x.start = slices.Grow(x.start[:0], n)[:n]
+	x.start = scratch.Resize(x.start, n)
 	clear(x.start)
 	for i := range flows {
 		x.start[flows[i].Hash()>>x.shift+1]++

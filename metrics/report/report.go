@@ -2,12 +2,13 @@ package report
 
 import (
 	"cmp"
-	"github.com/rocescope/rocescope/metrics"
 	"maps"
 	"slices"
 	"time"
 
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/scratch"
+	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/sketch"
 )
 
@@ -287,7 +288,7 @@ func (rp *Reporter) Build(w *metrics.Window) *Report {
 	}
 
 	flows := w.Flows
-	rp.cur = slices.Grow(rp.cur[:0], len(flows))
+	rp.cur = scratch.Resize(rp.cur, len(flows))[:0]
 	top := newTopList(rp.cfg.Top, func(i, j int32) int { return byBytes(&flows[i], &flows[j]) })
 	topRetrans := newTopList(rp.cfg.Top, func(i, j int32) int {
 		return byCount(flows[i].C[metrics.FlowRetransmits], flows[j].C[metrics.FlowRetransmits], &flows[i], &flows[j])
