@@ -21,8 +21,8 @@ const maxSnapLimit = 64 << 20
 
 // Read buffer sizes.
 const (
-	bufferSize  = 4 << 20
-	fileMinFill = 1 << 20 // regular files are read in chunks of at least this
+	bufferSize  = 512 << 10
+	fileMinFill = 256 << 10 // regular files are read in chunks of at least this
 	// mergeMinFill and mergeBufferSize replace fileMinFill and bufferSize
 	// when files are merged: every file is open from the start, with its
 	// own buffers (a rotated capture of 1000 files holds 320 MiB of
