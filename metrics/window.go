@@ -141,7 +141,7 @@ func (w *Window) reset(start, length int64) {
 	w.late = false
 	w.Hosts = w.Hosts[:0]
 	w.Counters = Counters{}
-	w.flowsWritten() // the mark keeps the records the list drops here
+	w.markWritten()
 	w.Flows = w.Flows[:0]
 	w.CM = w.CM[:0]
 	w.Pauses = w.Pauses[:0]
@@ -241,21 +241,30 @@ func (w *Window) swapFlowMem(next *Window) {
 	if next.flowsWritten() <= w.flowsWritten() || cap(next.Flows) < len(w.Flows) {
 		return
 	}
+	w.markWritten()
+	next.markWritten()
 	moved := append(next.Flows[:0], w.Flows...)
 	w.Flows, next.Flows = moved, w.Flows[:0]
 	*mem, *next.flowMem = *next.flowMem, *mem
 }
 
 // flowsWritten returns how many records have been written in the memory
-// of w's flow list so far (region.high), counting the list's own, which it
-// folds into the region's mark first, so that the mark outlasts the list
-// being emptied or moved.
+// of w's flow list so far: its region's mark (region.high), or the list's
+// own length when that is more.
 func (w *Window) flowsWritten() int {
 	if w.flowMem == nil {
 		return len(w.Flows)
 	}
-	w.flowMem.high = max(w.flowMem.high, len(w.Flows))
-	return w.flowMem.high
+	return max(w.flowMem.high, len(w.Flows))
+}
+
+// markWritten folds the list's length into its region's mark, before the
+// list is emptied or moves to other memory, so that the mark keeps the
+// records written there.
+func (w *Window) markWritten() {
+	if w.flowMem != nil {
+		w.flowMem.high = w.flowsWritten()
+	}
 }
 
 // flowRegion returns the region of w's flow list memory, empty until
