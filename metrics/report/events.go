@@ -323,40 +323,14 @@ func (p slotPoint) run() int     { return int(p & 3) }
 // incasts appends the incasts of w: per destination, the burst slots in
 // which flows from at least Rules.IncastSources source addresses send it
 // together at least Rules.IncastLoad of the link rate, joined when they
-// follow each other.
+// follow each other. It searches the destinations Build gathered
+// (addDst).
 func (rp *Reporter) incasts(w *metrics.Window, evs []Event) []Event {
 	if w.Burst <= 0 {
 		return evs
 	}
 	rules := &rp.cfg.Rules
 	thr := uint64(rules.IncastLoad * rp.cfg.LinkRate * float64(w.Burst) / 8e9 * (1 << densityShift))
-	flows := w.Flows
-	rp.dsts = rp.dsts[:0]
-	clear(rp.dstAt)
-	rp.nextFlow = scratch.Resize(rp.nextFlow, len(flows))
-	for i := range flows {
-		f := &flows[i]
-		// A bound of the flow's densest slot (a run's bytes over one
-		// slot), which needs no division: destinations it lets through
-		// are swept exactly.
-		var peak uint64
-		for _, r := range f.Act.Runs() {
-			peak = max(peak, r.Bytes)
-		}
-		if peak == 0 {
-			continue
-		}
-		d, ok := rp.dstAt[f.Key.Dst]
-		if !ok {
-			d = int32(len(rp.dsts))
-			rp.dstAt[f.Key.Dst] = d
-			rp.dsts = append(rp.dsts, dstAgg{addr: f.Key.Dst, head: -1})
-		}
-		a := &rp.dsts[d]
-		a.peak += peak << densityShift
-		rp.nextFlow[i], a.head = a.head, int32(i)
-		a.flows++
-	}
 	slots := uint32(w.Length / w.Burst)
 	for di := range rp.dsts {
 		if a := &rp.dsts[di]; a.peak >= thr && a.flows >= rules.IncastSources && rp.reaches(w, a, thr) {
@@ -364,6 +338,41 @@ func (rp *Reporter) incasts(w *metrics.Window, evs []Event) []Event {
 		}
 	}
 	return evs
+}
+
+// resetDsts readies the destinations of the incast search for a window
+// of n flows.
+func (rp *Reporter) resetDsts(n int) {
+	rp.dsts = rp.dsts[:0]
+	clear(rp.dstAt)
+	rp.nextFlow = scratch.Resize(rp.nextFlow, n)
+}
+
+// addDst adds f, the flow at position i of the window's list, to the
+// destinations of the incast search when it sent in some burst slot. Build
+// calls it from its pass over the flows, so that the search reads no
+// record again but those of the destinations it sweeps.
+func (rp *Reporter) addDst(i int32, f *metrics.FlowRecord) {
+	// A bound of the flow's densest slot (a run's bytes over one slot),
+	// which needs no division: destinations it lets through are swept
+	// exactly.
+	var peak uint64
+	for _, r := range f.Act.Runs() {
+		peak = max(peak, r.Bytes)
+	}
+	if peak == 0 {
+		return
+	}
+	d, ok := rp.dstAt[f.Key.Dst]
+	if !ok {
+		d = int32(len(rp.dsts))
+		rp.dstAt[f.Key.Dst] = d
+		rp.dsts = append(rp.dsts, dstAgg{addr: f.Key.Dst, head: -1})
+	}
+	a := &rp.dsts[d]
+	a.peak += peak << densityShift
+	rp.nextFlow[i], a.head = a.head, i
+	a.flows++
 }
 
 // reaches reports whether the flows into the destination of a send it at

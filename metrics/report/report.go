@@ -302,9 +302,18 @@ func (rp *Reporter) Build(w *metrics.Window) *Report {
 			vanished = append(vanished, FlowReport{FlowRecord: metrics.FlowRecord{Key: p.key}, PrevRate: p.rate, Jitter: true})
 		}
 	}
+	// A summary names no events: its windows' reports do, and its
+	// flows' activity spans windows.
+	findEvents := !rp.summing
+	if findEvents {
+		rp.resetDsts(len(flows))
+	}
 	j := 0
 	for i := range flows {
 		f := &flows[i]
+		if findEvents && w.Burst > 0 {
+			rp.addDst(int32(i), f)
+		}
 		rate := float64(f.C[metrics.FlowBytes]) * 8 / secs
 		prev := 0.0
 		for ; j < len(rp.prev) && compareRate(&rp.prev[j], f) < 0; j++ {
@@ -343,17 +352,15 @@ func (rp *Reporter) Build(w *metrics.Window) *Report {
 			topCNP.offer(i)
 		}
 	}
-	if rp.summing {
+	if findEvents {
+		rp.events(w, r, hasPrev)
+		r.EventFlows = collect(eventFlows(r.Events), report)
+	} else {
 		for i := range flows {
 			if flows[i].C[metrics.FlowCNP] > 0 {
 				topCNP.offer(int32(i))
 			}
 		}
-	} else {
-		// A summary names no events: its windows' reports do, and its
-		// flows' activity spans windows.
-		rp.events(w, r, hasPrev)
-		r.EventFlows = collect(eventFlows(r.Events), report)
 	}
 	r.TopCNP = collect(topCNP.sorted(), report)
 	if !r.Exact {
