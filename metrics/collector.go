@@ -28,6 +28,7 @@ type collector struct {
 // with one worker no flow record is copied), and what the readers counted.
 type part struct {
 	w        *Window // nil until a shard closes the window
+	mixed    bool    // a late part merged into w: its flow list needs normalizing
 	from, to int64   // the covered part, from the readers
 	counters Counters
 	cm       []CMMessage
@@ -83,7 +84,7 @@ func (c *collector) shardWindow(w *Window) {
 	// the flows of its first part again.
 	merge := p.w.mergeDisjoint
 	if w.late || p.w.late {
-		merge = p.w.Merge
+		merge, p.mixed = p.w.Merge, true
 	}
 	if err := merge(w); err != nil {
 		c.fail(err)
@@ -128,9 +129,15 @@ func (c *collector) ready() {
 		w.Counters.Add(&p.counters)
 		w.CM = append(w.CM, p.cm...)
 		w.Pauses = append(w.Pauses, p.pauses...)
+		// A shard normalizes its list when it closes the window, and
+		// the lists of disjoint shards merge in canonical order.
+		if p.mixed {
+			w.Normalize()
+		} else {
+			w.normalizeRest()
+		}
 		*p = part{cm: p.cm[:0], pauses: p.pauses[:0]}
 		c.free = append(c.free, p)
-		w.Normalize()
 		w.rankFlows()
 		if c.err == nil {
 			if err := c.emit(w); err != nil {

@@ -325,6 +325,12 @@ func (w *Window) rankFlows() {
 // and priority.
 func (w *Window) Normalize() {
 	w.Flows = w.order.normalize(w.Flows)
+	w.normalizeRest()
+}
+
+// normalizeRest is Normalize but for the flow list, for a window whose list
+// is in canonical order already.
+func (w *Window) normalizeRest() {
 	w.Pauses = normalizePauses(w.Pauses)
 	sortRetrans(w.Retrans)
 	slices.SortFunc(w.CM, func(a, b CMMessage) int {
