@@ -2,12 +2,30 @@ package metrics
 
 import (
 	"bytes"
+	"math"
 	"slices"
 	"testing"
 
 	"github.com/rocescope/rocescope/decode"
 	"github.com/rocescope/rocescope/sketch"
 )
+
+// TestShardOf checks that the shard of a connection is its hash modulo the
+// shards, with and without the division: outputs of a table too small for
+// the flows depend on which shard holds a flow.
+func TestShardOf(t *testing.T) {
+	hashes := []uint64{0, 1, 2, 3, 7, 8, 1<<63 - 1, 1 << 63, math.MaxUint64, 0x9e3779b97f4a7c15}
+	for i := range uint64(1000) {
+		hashes = append(hashes, mix64(i))
+	}
+	for n := uint64(1); n <= 17; n++ {
+		for _, h := range hashes {
+			if got := shardOf(h, n); got != int(h%n) {
+				t.Fatalf("shardOf(%#x, %d) = %d, want %d", h, n, got, h%n)
+			}
+		}
+	}
+}
 
 func TestFlowKeyBinaryRoundTrip(t *testing.T) {
 	for _, k := range []FlowKey{
@@ -42,7 +60,7 @@ func TestConnHashIsSymmetric(t *testing.T) {
 	// The shards of many connections between few hosts must spread.
 	var counts [8]int
 	for i := range 8000 {
-		counts[connHash(&a, &b, uint16(49152+i))%8]++
+		counts[shardOf(connHash(&a, &b, uint16(49152+i)), 8)]++
 	}
 	for i, n := range counts {
 		if n < 800 || n > 1200 {
