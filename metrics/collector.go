@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -123,6 +124,7 @@ func (c *collector) ready() {
 		w := p.w
 		if w == nil { // no RoCE frame: no shard had the window open
 			w = c.pool.get(i)
+			c.pool.sketches(w)
 		}
 		w.Hosts = append(w.Hosts[:0], c.cfg.Host)
 		w.cover(p.from, p.to) // the shards' windows cover nothing of their own
@@ -153,11 +155,12 @@ func (c *collector) ready() {
 // last, so that the few windows in use keep their memory warm and the rest
 // stay small. It is safe for concurrent use.
 type windowPool struct {
-	cfg  *Config
-	mu   sync.Mutex
-	free []*Window
-	max  int
-	made atomic.Int64 // windows made because none was free
+	cfg   *Config
+	mu    sync.Mutex
+	free  []*Window
+	spare []flowSketches // reset, taken from the windows handed out
+	max   int
+	made  atomic.Int64 // windows made because none was free
 }
 
 func newWindowPool(cfg *Config, size int) *windowPool {
@@ -178,7 +181,44 @@ func (p *windowPool) get(i int64) *Window {
 		p.made.Add(1)
 	}
 	w.reset(i*int64(p.cfg.Window), int64(p.cfg.Window))
+	if w.FlowBytes != nil { // a new window's
+		p.putSketches(w.takeFlowSketches())
+	}
 	return w
+}
+
+// putSketches keeps fs, reset, for the next window that counts into its
+// flow sketches.
+func (p *windowPool) putSketches(fs flowSketches) {
+	p.mu.Lock()
+	if len(p.spare) < p.max {
+		p.spare = append(p.spare, fs)
+	}
+	p.mu.Unlock()
+}
+
+// sketches gives w, a window of the pool, flow sketches when it has none:
+// the window counts into them. A window takes them only then, so that of
+// the windows in flight only those that close hold them: the sketches are
+// megabytes of memory, which costs a page fault per 4 KiB on its first
+// touch.
+func (p *windowPool) sketches(w *Window) {
+	if w.FlowBytes != nil {
+		return
+	}
+	p.mu.Lock()
+	var fs flowSketches
+	if n := len(p.spare); n > 0 {
+		fs, p.spare = p.spare[n-1], p.spare[:n-1]
+	}
+	p.mu.Unlock()
+	if fs.bytes == nil {
+		var err error
+		if fs, err = newFlowSketches(p.cfg.sketchConfig()); err != nil {
+			panic(fmt.Sprintf("metrics: sketch allocation failed after validation: %v", err))
+		}
+	}
+	w.setFlowSketches(fs)
 }
 
 // lendFlowMem gives w the flow list memory of the free window in which the
@@ -198,8 +238,13 @@ func (p *windowPool) lendFlowMem(w *Window) {
 	}
 }
 
-// put gives w back; it is dropped when the pool is full.
+// put gives w back; it is dropped when the pool is full. Its flow sketches
+// are reset and kept apart, for the next window that counts into them.
 func (p *windowPool) put(w *Window) {
+	if fs := w.takeFlowSketches(); fs.bytes != nil {
+		fs.reset()
+		p.putSketches(fs)
+	}
 	p.mu.Lock()
 	if len(p.free) < p.max {
 		p.free = append(p.free, w)

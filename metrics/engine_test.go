@@ -19,6 +19,7 @@ import (
 	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/decode"
 	"github.com/rocescope/rocescope/internal/testframes"
+	"github.com/rocescope/rocescope/sketch"
 )
 
 // runEngine runs an engine over sources and returns its windows, copied.
@@ -641,6 +642,52 @@ func TestEngineTinyWindowsReuseWindows(t *testing.T) {
 		t.Errorf("%d windows emitted; %d windows made, want at most %d", windows, made, most)
 	}
 	t.Logf("%d windows emitted, %d made", windows, made)
+}
+
+// TestEngineFlowSketchesOnlyWhenClosing: a window takes its flow sketches
+// (distinct flows, Count-Min) only when it closes, so that with one worker
+// every window of a run counts into the same ones, reset in between: the
+// Count-Min sketches of each emitted window hold that window's bytes and
+// packets, the distinct count its flows. Before, the two windows open at
+// once each held a set, megabytes of memory touched for the first time.
+func TestEngineFlowSketchesOnlyWhenClosing(t *testing.T) {
+	base := testframes.Trace().Frames[0]
+	frames := make([]capture.Frame, 2000)
+	for i := range frames {
+		frames[i] = base
+		frames[i].Time = testframes.Epoch + int64(i)*10*int64(time.Millisecond) // 20 windows
+	}
+	e, err := New(&Config{Workers: 1, Host: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := map[*sketch.CountMin]bool{}
+	windows := 0
+	err = e.Run(context.Background(), []capture.Source{&testframes.Source{Frames: frames, Per: 64}}, func(w *Window) error {
+		windows++
+		sets[w.FlowBytes], sets[w.FlowPackets] = true, true
+		var bytes, packets uint64
+		for _, f := range w.Flows {
+			bytes += f.C[FlowBytes]
+			packets += f.C[FlowPackets]
+		}
+		if got := w.FlowBytes.Total(); got != bytes || bytes != w.Counters[Bytes] {
+			t.Errorf("window %d: Count-Min total %d bytes, the flows %d, the window %d", w.Index(), got, bytes, w.Counters[Bytes])
+		}
+		if got := w.FlowPackets.Total(); got != packets || packets != w.Counters[Packets] {
+			t.Errorf("window %d: Count-Min total %d packets, the flows %d, the window %d", w.Index(), got, packets, w.Counters[Packets])
+		}
+		if got := w.Distinct.Estimate().Value; got < 0.5 || got > 1.5 {
+			t.Errorf("window %d: %v distinct flows, want 1", w.Index(), got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if windows != 20 || len(sets) != 2 {
+		t.Errorf("%d windows emitted, %d Count-Min sketches among them; want 20, 2", windows, len(sets))
+	}
 }
 
 // gatedSource is a testframes.Source whose first Next waits for open.

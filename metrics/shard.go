@@ -219,6 +219,7 @@ func (s *shard) flush(p int64, win *Window) {
 	// Sorted here, on the worker, a window's lists from several shards
 	// merge in one pass on the collector.
 	win.Flows = s.order.normalize(win.Flows)
+	s.pool.sketches(win)
 	for i := range win.Flows {
 		f := &win.Flows[i]
 		win.Distinct.Insert(f.hash)
@@ -593,6 +594,7 @@ func (s *shard) evict(v int32) {
 // sketches see it.
 func (s *shard) untracked(win *Window, ev *event) {
 	win.Counters[UntrackedPackets]++
+	s.pool.sketches(win)
 	win.Distinct.Insert(ev.hash)
 	win.FlowBytes.Add(ev.hash, uint64(ev.wire))
 	win.FlowPackets.Add(ev.hash, 1)

@@ -95,17 +95,11 @@ func (c *Config) sketchConfig() sketchConfig {
 func newWindow(cfg *Config) (*Window, error) {
 	sc := cfg.sketchConfig()
 	w := &Window{sketchConfig: sc, Burst: int64(cfg.Burst)}
-	var err error
-	if w.Distinct, err = sketch.NewDistinct(sketch.DistinctConfig{Bits: sc.DistinctBits, Seed: sc.Seed}); err != nil {
-		return nil, fmt.Errorf("metrics: distinct sketch: %w", err)
+	fs, err := newFlowSketches(sc)
+	if err != nil {
+		return nil, err
 	}
-	cm := sketch.CountMinConfig{Depth: sc.CMDepth, Width: sc.CMWidth, Seed: sc.Seed}
-	if w.FlowBytes, err = sketch.NewCountMin(cm); err != nil {
-		return nil, fmt.Errorf("metrics: count-min sketch: %w", err)
-	}
-	if w.FlowPackets, err = sketch.NewCountMin(cm); err != nil {
-		return nil, fmt.Errorf("metrics: count-min sketch: %w", err)
-	}
+	w.setFlowSketches(fs)
 	if w.Top, err = sketch.NewTopK[FlowKey](sketch.TopKConfig{K: sc.TopKSize, Seed: sc.Seed}); err != nil {
 		return nil, fmt.Errorf("metrics: top-k sketch: %w", err)
 	}
@@ -116,6 +110,50 @@ func newWindow(cfg *Config) (*Window, error) {
 		return nil, fmt.Errorf("metrics: quantile sketch: %w", err)
 	}
 	return w, nil
+}
+
+// flowSketches are the sketches of a window that count every flow, the
+// largest (megabytes each): the engine fills them when the window closes,
+// and before only with the frames of flows its QP tables cannot hold, so
+// that its windows take them only then (windowPool.sketches).
+type flowSketches struct {
+	distinct       *sketch.Distinct
+	bytes, packets *sketch.CountMin
+}
+
+func newFlowSketches(sc sketchConfig) (fs flowSketches, err error) {
+	if fs.distinct, err = sketch.NewDistinct(sketch.DistinctConfig{Bits: sc.DistinctBits, Seed: sc.Seed}); err != nil {
+		return fs, fmt.Errorf("metrics: distinct sketch: %w", err)
+	}
+	cm := sketch.CountMinConfig{Depth: sc.CMDepth, Width: sc.CMWidth, Seed: sc.Seed}
+	if fs.bytes, err = sketch.NewCountMin(cm); err != nil {
+		return fs, fmt.Errorf("metrics: count-min sketch: %w", err)
+	}
+	if fs.packets, err = sketch.NewCountMin(cm); err != nil {
+		return fs, fmt.Errorf("metrics: count-min sketch: %w", err)
+	}
+	return fs, nil
+}
+
+// setFlowSketches gives w the flow sketches fs, which may be none.
+func (w *Window) setFlowSketches(fs flowSketches) {
+	w.Distinct, w.FlowBytes, w.FlowPackets = fs.distinct, fs.bytes, fs.packets
+}
+
+// takeFlowSketches returns the flow sketches of w, which is left with none.
+func (w *Window) takeFlowSketches() flowSketches {
+	fs := flowSketches{w.Distinct, w.FlowBytes, w.FlowPackets}
+	w.setFlowSketches(flowSketches{})
+	return fs
+}
+
+// reset empties the sketches, if any.
+func (fs flowSketches) reset() {
+	if fs.bytes != nil {
+		fs.distinct.Reset()
+		fs.bytes.Reset()
+		fs.packets.Reset()
+	}
 }
 
 // mustNewWindow is newWindow for a configuration already validated.
@@ -146,9 +184,7 @@ func (w *Window) reset(start, length int64) {
 	w.CM = w.CM[:0]
 	w.Pauses = w.Pauses[:0]
 	w.Retrans = w.Retrans[:0]
-	w.Distinct.Reset()
-	w.FlowBytes.Reset()
-	w.FlowPackets.Reset()
+	flowSketches{w.Distinct, w.FlowBytes, w.FlowPackets}.reset() // an engine's window may have none
 	w.Top.Reset()
 	w.ReadLatency.Reset()
 	w.AckLatency.Reset()
