@@ -126,31 +126,62 @@ const (
 	protoGRE = 47
 )
 
-// fastRoCEv2 decodes the most common frame, Ethernet / IPv4 without
-// options or fragmentation / UDP to the RoCE port, at fixed offsets. It
-// uses the general path's field setters and transport decoder, and reports
-// ok false, having written nothing, for any frame of another shape or with
-// a length the general path would reject, which then decodes the frame.
+// fastRoCEv2 decodes the most common frames at fixed offsets: Ethernet,
+// with one 802.1Q tag or none, then IPv4 without options or fragmentation
+// or IPv6 without extension headers, then UDP to the RoCE port. It uses
+// the general path's field setters and transport decoder, and reports ok
+// false, having written nothing, for any frame of another shape or with a
+// length the general path would reject, which then decodes the frame.
 func (p *Packet) fastRoCEv2(b []byte, port uint16) (e Error, ok bool) {
-	const (
-		ipOff  = 14
-		udpOff = ipOff + 20
-		bthOff = udpOff + 8
-	)
-	if len(b) < bthOff || be16(b[12:14]) != etherTypeIPv4 || b[ipOff] != 0x45 || b[ipOff+9] != protoUDP ||
-		be16(b[ipOff+6:ipOff+8])&0x3fff != 0 || be16(b[udpOff+2:udpOff+4]) != port {
+	if len(b) < 14 {
 		return 0, false
 	}
-	total, ulen := int(be16(b[ipOff+2:ipOff+4])), int(be16(b[udpOff+4:udpOff+6]))
-	if ulen < 8 || ulen > total-20 {
+	l3, et := b[14:], be16(b[12:14])
+	var tci uint16
+	tagged := et == etherTypeVLAN
+	if tagged {
+		if len(l3) < 4 {
+			return 0, false
+		}
+		tci, et, l3 = be16(l3[0:2]), be16(l3[2:4]), l3[4:]
+	}
+	var hl, ipLen int // the IP header's length; the length it says follows it
+	switch et {
+	case etherTypeIPv4:
+		if len(l3) < 20+8 || l3[0] != 0x45 || l3[9] != protoUDP || be16(l3[6:8])&0x3fff != 0 {
+			return 0, false
+		}
+		hl, ipLen = 20, int(be16(l3[2:4]))-20
+	case etherTypeIPv6:
+		if len(l3) < 40+8 || l3[0]>>4 != 6 || l3[6] != protoUDP {
+			return 0, false
+		}
+		hl, ipLen = 40, int(be16(l3[4:6]))
+	default:
+		return 0, false
+	}
+	u := l3[hl:]
+	ulen := int(be16(u[4:6]))
+	if be16(u[2:4]) != port || ulen < 8 || ulen > ipLen {
 		return 0, false
 	}
 	p.setEthernet(b)
-	p.NumVLAN, p.EtherType = 0, etherTypeIPv4
-	p.setIPv4(b[ipOff:udpOff])
-	p.setUDP(b[udpOff:bthOff])
-	p.Headers, p.Kind = HasEthernet|HasIPv4|HasUDP, KindRoCEv2
-	return p.transport(b[bthOff:], ulen-8, ErrUDP), true
+	h := HasEthernet | HasUDP
+	p.NumVLAN, p.EtherType = 0, et
+	if tagged {
+		p.NumVLAN, p.PCP, p.VLANs[0] = 1, uint8(tci>>13), tci&0x0fff
+		h |= HasVLAN
+	}
+	if hl == 20 {
+		p.setIPv4(l3)
+		h |= HasIPv4
+	} else {
+		p.setIPv6(l3)
+		h |= HasIPv6
+	}
+	p.setUDP(u)
+	p.Headers, p.Kind = h, KindRoCEv2
+	return p.transport(u[8:], ulen-8, ErrUDP), true
 }
 
 // setEthernet fills the addresses of the Ethernet header at b; the caller
@@ -371,16 +402,10 @@ func (p *Packet) ipv6(b []byte, port uint16) Error {
 	if b[0]>>4 != 6 {
 		return ErrIPv6
 	}
-	tc := uint8(be16(b[0:2]) >> 4)
-	p.DSCP, p.ECN = tc>>2, tc&3
-	plen := int(be16(b[4:6]))
-	p.IPLen = uint16(plen)
-	p.TTL = b[7]
-	p.Src.set16(b[8:24], AddrIPv6)
-	p.Dst.set16(b[24:40], AddrIPv6)
+	p.setIPv6(b)
 	p.Headers |= HasIPv6
-	nh, wire := b[6], plen
-	b = limit(b[40:], plen)
+	nh, wire := b[6], int(p.IPLen)
+	b = limit(b[40:], wire)
 	for {
 		var hl int
 		switch nh {
@@ -415,6 +440,16 @@ func (p *Packet) ipv6(b []byte, port uint16) Error {
 		}
 		nh, b, wire = b[0], b[hl:], wire-hl
 	}
+}
+
+// setIPv6 fills the fields of the 40-byte IPv6 header at b; the caller
+// sets HasIPv6.
+func (p *Packet) setIPv6(b []byte) {
+	_ = b[39]
+	tc := uint8(be16(b[0:2]) >> 4)
+	p.DSCP, p.ECN, p.IPLen, p.TTL = tc>>2, tc&3, be16(b[4:6]), b[7]
+	p.Src.set16(b[8:24], AddrIPv6)
+	p.Dst.set16(b[24:40], AddrIPv6)
 }
 
 // ipPayload decodes what follows an IP header: b holds the captured bytes

@@ -7,8 +7,9 @@ import (
 	"testing"
 )
 
-// fastPathSeeds are frames of the shape the fast path takes, and near
-// misses: IPv4 options, a fragment, another port, a short UDP length.
+// fastPathSeeds are frames of the shapes the fast path takes, and near
+// misses: IPv4 options, a UDP length beyond the IP payload, two 802.1Q
+// tags, an IPv6 extension header.
 var fastPathSeeds = []string{
 	// RoCEv2 RC Acknowledge (NAK).
 	"02000000000b02000000000a0800 450200301234400040110000 0a0000010a000002 c00012b7001c0000 1140ffff00000041000003e8 6000004d a1b2c3d4",
@@ -18,6 +19,19 @@ var fastPathSeeds = []string{
 	"02000000000b02000000000a0800 460200341234400040110000 0a0000010a000002 94040000 c00012b7001c0000 1140ffff00000041000003e8 6000004d a1b2c3d4",
 	// UDP length beyond the IP payload.
 	"02000000000b02000000000a0800 450200301234400040110000 0a0000010a000002 c00012b7001d0000 1140ffff00000041000003e8 6000004d a1b2c3d4",
+	// The NAK behind an 802.1Q tag (priority 3, VLAN 100).
+	"02000000000b02000000000a8100 6064 0800 450200301234400040110000 0a0000010a000002 c00012b7001c0000 1140ffff00000041000003e8 6000004d a1b2c3d4",
+	// The NAK over IPv6 (ECN 2).
+	"02000000000b02000000000a86dd 60200000001c1140 fd000000000000000000000000000001 fd000000000000000000000000000002 " +
+		"c00012b7001c0000 1140ffff00000041000003e8 6000004d a1b2c3d4",
+	// The WRITE First behind a tag, over IPv6.
+	"02000000000b02000000000a8100 6064 86dd 6020000000341140 fd000000000000000000000000000001 fd000000000000000000000000000002 " +
+		"c00012b700340000 0640ffff00abcdef00000001 00007f0012345678 1234abcd 00002000 01020304 a1b2c3d4",
+	// Two tags (802.1ad, then 802.1Q): not the fast path.
+	"02000000000b02000000000a88a8 0064 8100 6064 0800 450200301234400040110000 0a0000010a000002 c00012b7001c0000 1140ffff00000041000003e8 6000004d a1b2c3d4",
+	// IPv6 with a hop-by-hop options header: not the fast path.
+	"02000000000b02000000000a86dd 6020000000240040 fd000000000000000000000000000001 fd000000000000000000000000000002 " +
+		"1100000000000000 c00012b7001c0000 1140ffff00000041000003e8 6000004d a1b2c3d4",
 }
 
 func unhexSeed(s string) []byte {
@@ -31,10 +45,20 @@ func unhexSeed(s string) []byte {
 // TestFastPathTaken guards the benchmarks: the common frame must take the
 // fast path, and frames of other shapes must not.
 func TestFastPathTaken(t *testing.T) {
-	for i, want := range []bool{true, true, false, false} {
-		var p Packet
-		if _, ok := p.fastRoCEv2(unhexSeed(fastPathSeeds[i]), DefaultRoCEPort); ok != want {
-			t.Errorf("seed %d: fast path %v, want %v", i, ok, want)
+	// Whether the fast path takes each seed, and whether it is a valid
+	// RoCEv2 frame (the general path decodes it without error).
+	for i, want := range []struct{ fast, valid bool }{
+		{true, true}, {true, true}, {false, true}, {false, false},
+		{true, true}, {true, true}, {true, true}, {false, true}, {false, true},
+	} {
+		var p, general Packet
+		frame := unhexSeed(fastPathSeeds[i])
+		if _, ok := p.fastRoCEv2(frame, DefaultRoCEPort); ok != want.fast {
+			t.Errorf("seed %d: fast path %v, want %v", i, ok, want.fast)
+		}
+		e := general.ethernet(frame, DefaultRoCEPort)
+		if valid := e == 0 && general.Kind == KindRoCEv2 && general.BTH.DestQP != 0; valid != want.valid {
+			t.Errorf("seed %d: general path: %v, kind %v, dest QP %#x; valid %v, want %v", i, e, general.Kind, general.BTH.DestQP, valid, want.valid)
 		}
 	}
 }
