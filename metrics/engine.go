@@ -11,7 +11,6 @@ import (
 	"unsafe"
 
 	"github.com/rocescope/rocescope/capture"
-	"github.com/rocescope/rocescope/decode"
 )
 
 // Engine turns frames from capture sources into per-window states.
@@ -186,10 +185,8 @@ func (e *Engine) runInline(ctx context.Context, f *feed, emit func(*Window) erro
 // batches per shard, its closed windows and its close marks. runInline and
 // runPool each have one implementation.
 type output interface {
-	// event returns the slot for the event of a frame of the connection
-	// between src and dst from UDP source port sport; the reader fills
-	// every field of it.
-	event(src, dst *decode.Addr, sport uint16) *event
+	// event hands on a copy of ev, the event of a RoCE frame.
+	event(ev *event)
 	// flush hands on the events of partly filled batches.
 	flush()
 	// window takes a reader's closed window.
@@ -208,12 +205,11 @@ type inlineOutput struct {
 	evs  []event
 }
 
-func (o *inlineOutput) event(*decode.Addr, *decode.Addr, uint16) *event {
+func (o *inlineOutput) event(ev *event) {
 	if len(o.evs) == cap(o.evs) {
 		o.flush()
 	}
-	o.evs = o.evs[:len(o.evs)+1]
-	return &o.evs[len(o.evs)-1]
+	o.evs = append(o.evs, *ev)
 }
 
 func (o *inlineOutput) flush() {
@@ -480,24 +476,22 @@ func (o *poolOutput) send(k int) {
 // for the lines of its batch: 8 events, 768 bytes.
 const eventsAhead = 8
 
-func (o *poolOutput) event(src, dst *decode.Addr, sport uint16) *event {
+func (o *poolOutput) event(ev *event) {
 	k := 0
 	if n := uint64(len(o.out)); n > 1 {
-		k = shardOf(connHash(src, dst, sport), n)
+		k = shardOf(connHash(&ev.key.Src, &ev.key.Dst, ev.sport), n)
 	}
 	b := o.out[k]
 	if len(b.evs) == cap(b.evs) {
 		o.send(k)
 		b = o.out[k]
 	}
-	n := len(b.evs)
-	b.evs = b.evs[:n+1]
 	// The batch's lines were read last by the worker's core: ask for an
 	// event's lines eventsAhead events before the reader writes them.
-	if canPrefetchWrite && n+eventsAhead < cap(b.evs) {
+	if n := len(b.evs); canPrefetchWrite && n+eventsAhead < cap(b.evs) {
 		prefetchWrite(uintptr(unsafe.Pointer(&b.evs[:n+eventsAhead+1][n+eventsAhead])))
 	}
-	return &b.evs[n]
+	b.evs = append(b.evs, *ev)
 }
 
 // shardOf returns h mod n: the shard, of n, of the connection whose

@@ -31,6 +31,7 @@ func (rw *readerWindow) Index() int64 { return rw.index }
 type reader struct {
 	dec           decode.Decoder
 	pkt           decode.Packet
+	ev            event       // the event of the RoCE frame being accounted, before out copies it
 	filter        *filter.Set // nil: every frame is analyzed
 	seed          uint64
 	winLen        int64
@@ -244,8 +245,10 @@ func (r *reader) roce(rw *readerWindow, f *capture.Frame, t int64) {
 	if p.Headers&decode.HasUDP != 0 {
 		sport = p.SrcPort
 	}
-	// The event is built in place, in the batch that carries it on.
-	ev := r.out.event(&p.Src, &p.Dst, sport)
+	// The event is built apart and then copied into the batch that
+	// carries it on: with several workers, the batch is known only once
+	// the connection's hash is, and its fields need not wait for that.
+	ev := &r.ev
 	ev.key = FlowKey{Src: p.Src, Dst: p.Dst, DQP: p.BTH.DestQP}
 	ev.hash = ev.key.Hash(r.seed)
 	ev.time = t
@@ -298,6 +301,7 @@ func (r *reader) roce(rw *readerWindow, f *capture.Frame, t int64) {
 		fl &^= evFullMTU // a short First/Middle packet says nothing about the MTU
 	}
 	ev.flags = fl
+	r.out.event(ev)
 	if fl&evEndsMessage != 0 {
 		c[Messages]++
 	}
