@@ -153,12 +153,13 @@ func (c *collector) ready() {
 // windowPool recycles windows, whose sketches and flow lists are large,
 // between the collector and the shards. It hands out the window put back
 // last, so that the few windows in use keep their memory warm and the rest
-// stay small. It is safe for concurrent use.
+// stay small; the flow sketches it keeps apart, and a window takes them
+// only when it counts into them (sketches). It is safe for concurrent use.
 type windowPool struct {
 	cfg   *Config
 	mu    sync.Mutex
-	free  []*Window
-	spare []flowSketches // reset, taken from the windows handed out
+	free  []*Window      // without flow sketches
+	spare []flowSketches // reset: of the windows put back, and of new ones
 	max   int
 	made  atomic.Int64 // windows made because none was free
 }
@@ -181,7 +182,7 @@ func (p *windowPool) get(i int64) *Window {
 		p.made.Add(1)
 	}
 	w.reset(i*int64(p.cfg.Window), int64(p.cfg.Window))
-	if w.FlowBytes != nil { // a new window's
+	if w.FlowBytes != nil { // a new window's, empty
 		p.putSketches(w.takeFlowSketches())
 	}
 	return w

@@ -171,7 +171,9 @@ func (w *Window) Index() int64 { return w.Start / w.Length }
 // Seed returns the flow hash seed of the window's sketches.
 func (w *Window) Seed() uint64 { return w.sketchConfig.Seed }
 
-// reset empties w for reuse as window start, keeping its memory.
+// reset empties w for reuse as window start, keeping its memory. The flow
+// sketches are left: the pool takes them, and resets them, when a window
+// comes back (windowPool.put).
 func (w *Window) reset(start, length int64) {
 	// Segment is left: the engine sets it on every window it emits.
 	w.Start, w.Length = start, length
@@ -184,7 +186,6 @@ func (w *Window) reset(start, length int64) {
 	w.CM = w.CM[:0]
 	w.Pauses = w.Pauses[:0]
 	w.Retrans = w.Retrans[:0]
-	flowSketches{w.Distinct, w.FlowBytes, w.FlowPackets}.reset() // an engine's window may have none
 	w.Top.Reset()
 	w.ReadLatency.Reset()
 	w.AckLatency.Reset()
