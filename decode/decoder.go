@@ -166,21 +166,19 @@ func (p *Packet) fastRoCEv2(b []byte, port uint16) (e Error, ok bool) {
 		return 0, false
 	}
 	p.setEthernet(b)
-	h := HasEthernet | HasUDP
+	p.Headers, p.Kind = HasEthernet|HasUDP, KindRoCEv2
 	p.NumVLAN, p.EtherType = 0, et
 	if tagged {
-		p.NumVLAN, p.PCP, p.VLANs[0] = 1, uint8(tci>>13), tci&0x0fff
-		h |= HasVLAN
+		p.addVLAN(tci)
 	}
 	if hl == 20 {
 		p.setIPv4(l3)
-		h |= HasIPv4
+		p.Headers |= HasIPv4
 	} else {
 		p.setIPv6(l3)
-		h |= HasIPv6
+		p.Headers |= HasIPv6
 	}
 	p.setUDP(u)
-	p.Headers, p.Kind = h, KindRoCEv2
 	return p.transport(u[8:], ulen-8, ErrUDP), true
 }
 
@@ -210,18 +208,7 @@ func (p *Packet) etherType(et uint16, b []byte, port uint16) Error {
 			p.EtherType = et
 			return ErrTruncated
 		}
-		tci := be16(b)
-		n := p.NumVLAN
-		if n == 0 {
-			p.PCP = uint8(tci >> 13)
-			p.Headers |= HasVLAN
-		}
-		if n < uint8(len(p.VLANs)) {
-			p.VLANs[n] = tci & 0x0fff
-		}
-		if n < 255 {
-			p.NumVLAN = n + 1
-		}
+		p.addVLAN(be16(b))
 		et = be16(b[2:4])
 		b = b[4:]
 	}
@@ -237,6 +224,22 @@ func (p *Packet) etherType(et uint16, b []byte, port uint16) Error {
 		return p.macControl(b)
 	}
 	return 0
+}
+
+// addVLAN records the next of the frame's 802.1Q/802.1ad tags, whose tag
+// control information is tci.
+func (p *Packet) addVLAN(tci uint16) {
+	n := p.NumVLAN
+	if n == 0 {
+		p.PCP = uint8(tci >> 13)
+		p.Headers |= HasVLAN
+	}
+	if n < uint8(len(p.VLANs)) {
+		p.VLANs[n] = tci & 0x0fff
+	}
+	if n < 255 {
+		p.NumVLAN = n + 1
+	}
 }
 
 // sll decodes a Linux cooked capture (v1) header: packet type, ARPHRD type,
