@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -178,7 +177,7 @@ func (p *windowPool) get(i int64) *Window {
 	}
 	p.mu.Unlock()
 	if w == nil {
-		w = mustNewWindow(p.cfg)
+		w = mustValid(newWindow(p.cfg))
 		p.made.Add(1)
 	}
 	w.reset(i*int64(p.cfg.Window), int64(p.cfg.Window))
@@ -202,11 +201,16 @@ func (p *windowPool) putSketches(fs flowSketches) {
 // the window counts into them. A window takes them only then, so that of
 // the windows in flight only those that close hold them: the sketches are
 // megabytes of memory, which costs a page fault per 4 KiB on its first
-// touch.
+// touch. It inlines to a check where a window has them already, as for
+// every frame of a flow the table cannot hold but the first.
 func (p *windowPool) sketches(w *Window) {
-	if w.FlowBytes != nil {
-		return
+	if w.FlowBytes == nil {
+		p.giveSketches(w)
 	}
+}
+
+// giveSketches gives w a spare set of flow sketches, or a new one.
+func (p *windowPool) giveSketches(w *Window) {
 	p.mu.Lock()
 	var fs flowSketches
 	if n := len(p.spare); n > 0 {
@@ -214,10 +218,7 @@ func (p *windowPool) sketches(w *Window) {
 	}
 	p.mu.Unlock()
 	if fs.bytes == nil {
-		var err error
-		if fs, err = newFlowSketches(p.cfg.sketchConfig()); err != nil {
-			panic(fmt.Sprintf("metrics: sketch allocation failed after validation: %v", err))
-		}
+		fs = mustValid(newFlowSketches(p.cfg.sketchConfig()))
 	}
 	w.setFlowSketches(fs)
 }

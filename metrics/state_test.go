@@ -257,7 +257,7 @@ func TestSketchBytes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := mustNewWindow(&d)
+		w := mustValid(newWindow(&d))
 		var want int64
 		for _, s := range w.sketches() {
 			want += int64(s.bytes())

@@ -147,22 +147,20 @@ func (w *Window) takeFlowSketches() flowSketches {
 	return fs
 }
 
-// reset empties the sketches, if any.
+// reset empties the sketches.
 func (fs flowSketches) reset() {
-	if fs.bytes != nil {
-		fs.distinct.Reset()
-		fs.bytes.Reset()
-		fs.packets.Reset()
-	}
+	fs.distinct.Reset()
+	fs.bytes.Reset()
+	fs.packets.Reset()
 }
 
-// mustNewWindow is newWindow for a configuration already validated.
-func mustNewWindow(cfg *Config) *Window {
-	w, err := newWindow(cfg)
+// mustValid returns v, made from a configuration already validated, which
+// cannot fail.
+func mustValid[T any](v T, err error) T {
 	if err != nil {
-		panic(fmt.Sprintf("metrics: window allocation failed after validation: %v", err))
+		panic(fmt.Sprintf("metrics: allocation failed after validation: %v", err))
 	}
-	return w
+	return v
 }
 
 // Index returns the window's index: its start divided by its length.

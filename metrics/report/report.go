@@ -305,13 +305,14 @@ func (rp *Reporter) Build(w *metrics.Window) *Report {
 	// A summary names no events: its windows' reports do, and its
 	// flows' activity spans windows.
 	findEvents := !rp.summing
+	gatherDsts := findEvents && w.Burst > 0 // for the incast search (events)
 	if findEvents {
 		rp.resetDsts(len(flows))
 	}
 	j := 0
 	for i := range flows {
 		f := &flows[i]
-		if findEvents && w.Burst > 0 {
+		if gatherDsts {
 			rp.addDst(int32(i), f)
 		}
 		rate := float64(f.C[metrics.FlowBytes]) * 8 / secs
