@@ -384,18 +384,30 @@ func (s *shard) handleBatch(evs []event) {
 		// flow displaced by a collision is loaded ahead too.
 		idx := t.probe(evs[i].hash)
 		ahead[i] = idx
-		if idx != 0 {
+		switch {
+		case idx != 0:
 			h := &t.hot[idx-1]
 			l.add(unsafe.Pointer(h))          // line 0
 			l.add(unsafe.Pointer(&h.lastReq)) // line 1
+		case evs[i].sport != 0:
+			t.connLines(&evs[i].key, evs[i].sport, l) // a new flow: admit pairs it
 		}
 	}
 	l.fetch()
 	for i, idx := range ahead {
+		ev := &evs[i]
 		if idx == 0 {
+			if ev.sport != 0 {
+				// A new flow: admit reads the reverse direction's
+				// entry when it pairs them.
+				if j := t.conns.probe(pairHash(&ev.key.Dst, &ev.key.Src, ev.sport)); j != 0 {
+					l.add(unsafe.Pointer(&t.hot[j-1]))
+					l.add(unsafe.Pointer(&t.hot[j-1].lastReq))
+				}
+			}
 			continue
 		}
-		h, c, ev := &t.hot[idx-1], &t.cold[idx-1], &evs[i]
+		h, c := &t.hot[idx-1], &t.cold[idx-1]
 		if h.nruns == 2 {
 			l.add(unsafe.Pointer(&c.act))
 		}

@@ -3,6 +3,7 @@ package metrics
 import (
 	"math/bits"
 	"runtime"
+	"unsafe"
 
 	"github.com/rocescope/rocescope/decode"
 )
@@ -96,10 +97,10 @@ func (t *table) lookupAt(hint uint32, key *FlowKey, h uint64) int32 {
 // probe returns the slab position + 1 of the first entry from the home
 // slot of hash h whose tag is h's, or 0 when an empty slot comes first:
 // the entry a lookup of h compares first, which handleBatch loads ahead.
-func (t *table) probe(h uint64) uint32 {
+func (x *index) probe(h uint64) uint32 {
 	tag := uint32(h >> 32)
-	for i := t.home(h); ; i = (i + 1) & t.mask {
-		if s := t.slots[i]; s.idx == 0 || s.tag == tag {
+	for i := x.home(h); ; i = (i + 1) & x.mask {
+		if s := x.slots[i]; s.idx == 0 || s.tag == tag {
 			return s.idx
 		}
 	}
@@ -156,6 +157,15 @@ type conns struct {
 // connHash.
 func pairHash(src, dst *decode.Addr, sport uint16) uint64 {
 	return mix64(mixAddr(src) ^ mix64(mixAddr(dst)+uint64(sport)))
+}
+
+// connLines adds to l the slots of the connection index that admitting a
+// flow with key and UDP source port sport reads first: the home slots of
+// its reverse direction's connection (conn) and of its own (addConn).
+func (t *table) connLines(key *FlowKey, sport uint16, l *lines) {
+	x := &t.conns
+	l.add(unsafe.Pointer(&x.slots[x.home(pairHash(&key.Dst, &key.Src, sport))]))
+	l.add(unsafe.Pointer(&x.slots[x.home(pairHash(&key.Src, &key.Dst, sport))]))
 }
 
 // conn returns the slab position of the flow the connection index holds
