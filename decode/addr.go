@@ -55,8 +55,9 @@ func AddrFromLID(l uint16) Addr {
 	return x
 }
 
-// Kind reports what a holds.
-func (a Addr) Kind() AddrKind { return a.kind }
+// Kind reports what a holds. It reads a in place, as Words does: with a
+// value receiver the compiler copies all 17 bytes to read one.
+func (a *Addr) Kind() AddrKind { return a.kind }
 
 // IsValid reports whether a holds an address.
 func (a Addr) IsValid() bool { return a.kind != AddrNone }

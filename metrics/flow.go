@@ -59,12 +59,15 @@ func addrFrom(kind decode.AddrKind, b [16]byte) decode.Addr {
 
 // Hash returns the flow hash every sketch and the QP table use under seed:
 // sketch.Hash of the key's binary form, computed from its words in place.
-func (k *FlowKey) Hash(seed uint64) uint64 {
-	s0, s1 := k.Src.Words()
-	d0, d1 := k.Dst.Words()
+func (k *FlowKey) Hash(seed uint64) uint64 { return hashKey(&k.Src, &k.Dst, k.DQP, seed) }
+
+// hashKey is Hash of the key (src, dst, dqp), for a key not in a FlowKey.
+func hashKey(src, dst *decode.Addr, dqp uint32, seed uint64) uint64 {
+	s0, s1 := src.Words()
+	d0, d1 := dst.Words()
 	// Bytes 32-37 of the binary form: the two kinds, then the QP
 	// big-endian.
-	t := uint64(k.Src.Kind()) | uint64(k.Dst.Kind())<<8 | uint64(bits.ReverseBytes32(k.DQP))<<16
+	t := uint64(src.Kind()) | uint64(dst.Kind())<<8 | uint64(bits.ReverseBytes32(dqp))<<16
 	return sketch.Hash38(seed, s0, s1, d0, d1, t)
 }
 
