@@ -399,6 +399,9 @@ func compareRate(p *flowRate, f *metrics.FlowRecord) int {
 	if h := f.Hash(); p.hash != h {
 		return cmp.Compare(p.hash, h)
 	}
+	if p.key == f.Key {
+		return 0 // the same flow, as two of one hash nearly always are
+	}
 	return p.key.Compare(f.Key)
 }
 
