@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"unsafe"
 )
 
 // Count-Min limits and defaults.
@@ -112,6 +113,18 @@ func (c *CountMin) shape(depth int, log2w uint8, conservative bool, seed uint64)
 	for i := range depth {
 		c.mul[i] = multiplier(seed, i)
 	}
+}
+
+// Cells appends to dst the address of each row's counter of hash h, the
+// counters Add and Estimate read: a caller adding many hashes can ask the
+// processor for them ahead (a sketch of megabytes misses the caches on
+// most of them). The addresses are valid while c is.
+func (c *CountMin) Cells(h uint64, dst []uintptr) []uintptr {
+	cnt, w, s := c.counters, c.log2w&63, (64-c.log2w)&63
+	for i, m := range c.mul[:c.depth] {
+		dst = append(dst, uintptr(unsafe.Pointer(&cnt[i<<w|int(h*m>>s)])))
+	}
+	return dst
 }
 
 // Add adds weight v to hash h. It does not allocate.

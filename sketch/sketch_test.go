@@ -5,7 +5,9 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -346,5 +348,28 @@ func TestMemoryBytes(t *testing.T) {
 			t.Errorf("%s: %d bytes, want %d", c.name, c.got, c.want)
 		}
 		t.Logf("MEMORY | %s | %d bytes", c.name, c.got)
+	}
+}
+
+// TestCountMinCells checks that Cells names exactly the counters Add
+// raises: after one Add to a fresh sketch, the counters that hold a
+// weight, one a row, are at the addresses Cells gives, in row order.
+func TestCountMinCells(t *testing.T) {
+	for _, depth := range []int{1, 3, 4, MaxCountMinDepth} {
+		c := must(NewCountMin(CountMinConfig{Depth: depth, Width: 1 << 10}))
+		for k := range uint32(50) {
+			c.Reset()
+			h := testHash(k)
+			c.Add(h, 7)
+			var raised []uintptr
+			for i := range c.counters {
+				if c.counters[i] != 0 {
+					raised = append(raised, uintptr(unsafe.Pointer(&c.counters[i])))
+				}
+			}
+			if got := c.Cells(h, nil); !slices.Equal(got, raised) || len(got) != depth {
+				t.Fatalf("depth %d, key %d: cells %x, raised counters at %x", depth, k, got, raised)
+			}
+		}
 	}
 }
