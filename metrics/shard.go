@@ -362,14 +362,44 @@ func growFlows(win *Window, n int) {
 // returns how many it evicted. It runs when window w closes with the table
 // nearly full, so that new flows find room.
 func (s *shard) sweep(oldest int64) int {
-	n := 0
+	var idle [sweepAhead]int32
+	n, k := 0, 0
 	for i := range int32(s.tab.n) {
 		if lw := s.tab.cold[i].lastWin; lw != freeEntry && lw < oldest {
-			s.evict(i)
-			n++
+			idle[k] = i
+			if k++; k == len(idle) {
+				s.evictAll(idle[:])
+				n, k = n+k, 0
+			}
 		}
 	}
-	return n
+	s.evictAll(idle[:k])
+	return n + k
+}
+
+// sweepAhead is how many idle entries sweep evicts at a time, asking for
+// the lines they need together first.
+const sweepAhead = 32
+
+// evictAll evicts the idle entries at idxs. It first asks for what evict
+// reads at random: each entry's slot in the index and in the connection
+// index, and its peer's line, so that those misses overlap.
+func (s *shard) evictAll(idxs []int32) {
+	t, l := s.tab, &s.lines
+	for _, v := range idxs {
+		h := &t.hot[v]
+		l.add(unsafe.Pointer(&t.slots[t.home(h.key.Hash(t.seed))]))
+		if h.sport != 0 {
+			l.add(unsafe.Pointer(&t.conns.slots[t.conns.home(pairHash(&h.key.Src, &h.key.Dst, h.sport))]))
+		}
+		if h.peer >= 0 {
+			l.add(unsafe.Pointer(&t.hot[h.peer].peer))
+		}
+	}
+	l.fetch()
+	for _, v := range idxs {
+		s.evict(v)
+	}
 }
 
 // handleBatch accounts a batch of RoCE frames. It first prefetches the
