@@ -314,22 +314,25 @@ func (s *shard) tally(h *hot, c *cold) *FlowRecord {
 	if h.flags&entTally == 0 {
 		h.flags |= entTally
 		c.rec = int32(len(win.Flows))
-		f := newFlow(win)
-		*f = FlowRecord{Key: h.key}
-		return f
+		return newFlow(win, &h.key)
 	}
 	return &win.Flows[c.rec]
 }
 
-// newFlow appends a record to the flow list of win and returns it, to be
-// filled. The list grows by doubling (growFlows).
-func newFlow(win *Window) *FlowRecord {
+// newFlow appends a record of the flow with key to the flow list of win
+// and returns it, to be filled. The list grows by doubling (growFlows).
+func newFlow(win *Window, key *FlowKey) *FlowRecord {
 	n := len(win.Flows)
 	if n == cap(win.Flows) {
 		growFlows(win, max(n, 1024))
 	}
 	win.Flows = win.Flows[:n+1]
-	return &win.Flows[n]
+	f := &win.Flows[n]
+	// Zeroed, then the key: *f = FlowRecord{Key: *key} stages the
+	// record on the stack and copies it.
+	*f = FlowRecord{}
+	f.Key = *key
+	return f
 }
 
 // growFlows gives the flow list of win room for n more records: a shard's
@@ -574,9 +577,7 @@ func (s *shard) counters(idx int32, h *hot, c *cold, win *Window, w int64) *Flow
 	}
 	if c.prevList != win.list {
 		c.prevList, c.prevRec = win.list, int32(len(win.Flows))
-		f := newFlow(win)
-		*f = FlowRecord{Key: h.key}
-		h.stamp(f, s.cfg.Seed)
+		h.stamp(newFlow(win, &h.key), s.cfg.Seed)
 	}
 	return &win.Flows[c.prevRec]
 }
