@@ -209,7 +209,8 @@ func (o *inlineOutput) event(ev *event) {
 	if len(o.evs) == cap(o.evs) {
 		o.flush()
 	}
-	o.evs = append(o.evs, *ev)
+	o.evs = o.evs[:len(o.evs)+1]
+	o.evs[len(o.evs)-1] = *ev // append(o.evs, *ev) copies it to the stack first
 }
 
 func (o *inlineOutput) flush() {
@@ -488,10 +489,12 @@ func (o *poolOutput) event(ev *event) {
 	}
 	// The batch's lines were read last by the worker's core: ask for an
 	// event's lines eventsAhead events before the reader writes them.
-	if n := len(b.evs); canPrefetchWrite && n+eventsAhead < cap(b.evs) {
+	n := len(b.evs)
+	if canPrefetchWrite && n+eventsAhead < cap(b.evs) {
 		prefetchWrite(uintptr(unsafe.Pointer(&b.evs[:n+eventsAhead+1][n+eventsAhead])))
 	}
-	b.evs = append(b.evs, *ev)
+	b.evs = b.evs[:n+1]
+	b.evs[n] = *ev // append(b.evs, *ev) copies it to the stack first
 }
 
 // shardOf returns h mod n: the shard, of n, of the connection whose
