@@ -176,6 +176,7 @@ func (r *FlowRecord) SetHash(seed uint64) { r.hash = r.Key.Hash(seed) }
 // flowOrder is scratch space for sorting a window's flow list.
 type flowOrder struct {
 	a, b  []sortItem
+	perm  []uint32 // of permute: the sorted positions
 	count []uint32
 	lines lines // of permute: the records to prefetch
 }
@@ -220,7 +221,14 @@ func (o *flowOrder) normalize(flows []FlowRecord) []FlowRecord {
 		}
 		i = j
 	}
-	o.permute(flows, items)
+	// The positions apart, four bytes each: permute follows its cycles
+	// through them one dependent load at a time, and a dense array stays
+	// in the second-level cache where the sort items would not.
+	o.perm = scratch.Resize(o.perm, n)
+	for i := range items {
+		o.perm[i] = items[i].pos
+	}
+	o.permute(flows, o.perm)
 	out := flows[:0]
 	for i := range flows {
 		if k := len(out); k > 0 && out[k-1].Key == flows[i].Key {
@@ -306,14 +314,14 @@ func (o *flowOrder) radix() []sortItem {
 }
 
 // permute moves the records of flows so that position i holds the record
-// that was at items[i].pos, following each cycle of the permutation once.
-// It overwrites the positions in items. The records of a cycle are
-// scattered over the list: it prefetches them permuteAhead at a time,
-// following the cycle ahead of the moves.
-func (o *flowOrder) permute(flows []FlowRecord, items []sortItem) {
+// that was at perm[i], following each cycle of the permutation once. It
+// overwrites perm. The records of a cycle are scattered over the list: it
+// prefetches them permuteAhead at a time, following the cycle ahead of
+// the moves.
+func (o *flowOrder) permute(flows []FlowRecord, perm []uint32) {
 	l := &o.lines
-	for i := range items {
-		if items[i].pos == uint32(i) {
+	for i := range perm {
+		if perm[i] == uint32(i) {
 			continue
 		}
 		tmp := flows[i]
@@ -321,15 +329,15 @@ func (o *flowOrder) permute(flows []FlowRecord, items []sortItem) {
 		for {
 			if j == ahead {
 				for range permuteAhead {
-					if ahead = int(items[ahead].pos); ahead == i {
+					if ahead = int(perm[ahead]); ahead == i {
 						break
 					}
 					l.span(unsafe.Pointer(&flows[ahead]), unsafe.Sizeof(flows[ahead]))
 				}
 				l.fetch()
 			}
-			k := int(items[j].pos)
-			items[j].pos = uint32(j)
+			k := int(perm[j])
+			perm[j] = uint32(j)
 			if k == i {
 				flows[j] = tmp
 				break
