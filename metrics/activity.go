@@ -64,19 +64,21 @@ func (a *Activity) Bytes() uint64 {
 
 // add folds r, a run of a flow's frames, into the profile. Runs usually
 // come in time order, each after the last: that costs a look at the last
-// run, or at the gaps when the profile is full.
+// run, or at the gaps when the profile is full. It writes runs a field at
+// a time (set, absorb): a run just built is in narrow stores, which a
+// copy's 16-byte loads would wait for.
 func (a *Activity) add(r Run) {
 	n := a.Len()
 	if n == 0 {
-		a[0] = r
+		a[0].set(&r)
 		return
 	}
 	last := &a[n-1]
 	switch {
 	case r.Start >= last.Start && r.Start <= last.End:
-		*last = last.join(r)
+		last.absorb(&r)
 	case r.Start > last.End && n < ActivityRuns:
-		a[n] = r
+		a[n].set(&r)
 	case r.Start > last.End:
 		// Full: join the closest pair among the runs and r, the
 		// earliest of equal gaps.
@@ -88,14 +90,14 @@ func (a *Activity) add(r Run) {
 			best, gap = 3, g
 		}
 		if r.Start-a[3].End < gap {
-			a[3] = a[3].join(r)
+			a[3].absorb(&r)
 			return
 		}
-		a[best-1] = a[best-1].join(a[best])
+		a[best-1].absorb(&a[best])
 		for i := best; i < ActivityRuns-1; i++ {
 			a[i] = a[i+1]
 		}
-		a[ActivityRuns-1] = r
+		a[ActivityRuns-1].set(&r)
 	default:
 		// Out of time order (frames of several sources interleaved):
 		// the general rule.
@@ -127,8 +129,21 @@ func (a *Activity) set(rs []Run) {
 func (r Run) bounds() (int64, int64) { return int64(r.Start), int64(r.End) }
 
 func (r Run) join(o Run) Run {
-	return Run{Start: min(r.Start, o.Start), End: max(r.End, o.End), ECNCE: satAdd16(r.ECNCE, o.ECNCE),
-		CNP: satAdd16(r.CNP, o.CNP), Bytes: r.Bytes + o.Bytes}
+	r.absorb(&o)
+	return r
+}
+
+// absorb makes r the run join gives of r and o, in place.
+func (r *Run) absorb(o *Run) {
+	r.Start, r.End = min(r.Start, o.Start), max(r.End, o.End)
+	r.ECNCE, r.CNP = satAdd16(r.ECNCE, o.ECNCE), satAdd16(r.CNP, o.CNP)
+	r.Bytes += o.Bytes
+}
+
+// set makes r a copy of o, a field at a time.
+func (r *Run) set(o *Run) {
+	r.Bytes = o.Bytes
+	r.Start, r.End, r.ECNCE, r.CNP = o.Start, o.End, o.ECNCE, o.CNP
 }
 
 // MaxSlots is the most burst slots a window may hold (Config.Burst).
