@@ -407,14 +407,16 @@ func (s *shard) evictAll(idxs []int32) {
 
 // handleBatch accounts a batch of RoCE frames. It first prefetches the
 // home index slot of every event, then the hot lines of the entry whose
-// tag matches there or after it (table.probe), then the cold lines the
-// frame will touch: the activity profile when its next run may move the
-// runs into it, the window bookkeeping when it is the flow's first frame
-// in a window, the requests waiting for answers when it waits for one or
-// answers the peer's. Each pass asks for lines that do not depend on each
-// other, so that their misses overlap; then it handles the events in
-// order with their entries in the cache, comparing first the entry the
-// second pass found.
+// tag matches there or after it (table.probe), or for a flow the table
+// does not hold the connection index slots admit reads, then the cold
+// lines the frame will touch: the activity profile when its next run may
+// move the runs into it, the window bookkeeping when it is the flow's
+// first frame in a window, the requests waiting for answers when it waits
+// for one or answers the peer's; for a new flow, the entry of the reverse
+// direction admit pairs it with. Each pass asks for lines that do not
+// depend on each other, so that their misses overlap; then it handles the
+// events in order with their entries in the cache, comparing first the
+// entry the second pass found.
 func (s *shard) handleBatch(evs []event) {
 	t := s.tab
 	l := &s.lines
