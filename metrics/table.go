@@ -123,7 +123,11 @@ func (t *table) insert(key *FlowKey, h uint64) int32 {
 		idx = int32(t.n)
 		t.n++
 	}
-	t.hot[idx] = hot{key: *key, win: noWindow, peer: -1}
+	// Zeroed in place, then set: a composite literal is staged on the
+	// stack and copied with loads that wait for its stores.
+	e := &t.hot[idx]
+	*e = hot{}
+	e.key, e.win, e.peer = *key, noWindow, -1
 	c := &t.cold[idx]
 	if int(idx) < t.fresh {
 		*c = cold{}
