@@ -3,8 +3,10 @@ package metrics
 import (
 	"bytes"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/rocescope/rocescope/decode"
 	"github.com/rocescope/rocescope/sketch"
@@ -93,6 +95,34 @@ func TestFloorDiv(t *testing.T) {
 	for _, c := range []struct{ a, b, want int64 }{{7, 2, 3}, {-7, 2, -4}, {-8, 2, -4}, {0, 5, 0}, {-1, 1000, -1}} {
 		if got := floorDiv(c.a, c.b); got != c.want {
 			t.Errorf("floorDiv(%d, %d) = %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+// TestReaderIndex checks the reader's window index, which remembers its
+// last division, against the division itself, on times in and out of
+// order: around window edges, before the epoch, and at the ends of the
+// representable windows, where the index is clamped.
+func TestReaderIndex(t *testing.T) {
+	for _, window := range []time.Duration{time.Second, 7 * time.Millisecond, 3 * time.Second} {
+		cfg, err := (&Config{Window: window}).WithDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := newReader(&cfg, nil)
+		w := int64(window)
+		want := func(t int64) int64 { return min(max(floorDiv(t, w), r.minIdx), r.maxIdx) }
+		times := []int64{0, -1, 1, w - 1, w, w + 1, -w, -w - 1, -w + 1, 5*w - 1, 5 * w, 5*w - 1,
+			math.MaxInt64, math.MaxInt64 - 1, math.MinInt64, math.MinInt64 + 1, r.maxIdx * w, r.maxIdx*w - 1,
+			r.minIdx * w, r.minIdx*w - 1, 0}
+		rng := rand.New(rand.NewPCG(3, 4))
+		for range 10_000 {
+			times = append(times, rng.Int64N(20*w)-10*w, times[rng.IntN(len(times))]+rng.Int64N(3)-1)
+		}
+		for _, x := range times {
+			if got := r.index(x); got != want(x) {
+				t.Fatalf("window %v: index(%d) = %d, want %d", window, x, got, want(x))
+			}
 		}
 	}
 }

@@ -48,6 +48,8 @@ type reader struct {
 	live          bool       // windows close by the clock too: report idle ones
 	minIdx        int64      // first window index with a representable start
 	maxIdx        int64      // last window index with a representable end
+	idxW          int64      // the window of the times in [idxLo, idxHi): index's last division
+	idxLo, idxHi  int64      // see idxW
 	jumps         int        // frames in a row far ahead of maxT, held back
 	stepped       bool       // jumpConfirm frames in a row were behind: the clock stepped back
 	stepIn        bool       // the input's first frame follows a step back: a time jump
@@ -86,6 +88,7 @@ func newReader(cfg *Config, out output) *reader {
 		high:          noWindow,
 		closedThrough: noWindow,
 		live:          cfg.Live,
+		idxLo:         1, // no time is in [1, 0)
 	}
 	r.minIdx, r.maxIdx = -(math.MaxInt64 / r.winLen), math.MaxInt64/r.winLen-1
 	// off/burst = off·ceil(2^64/burst)/2^64, rounded down, for every off
@@ -112,9 +115,19 @@ func (r *reader) startLive(now int64) {
 
 // index returns the index of the window that holds time t. Times beyond the
 // first or last window whose start and end are representable in int64 ns
-// count in that window.
+// count in that window. It remembers the last window it divided for, which
+// holds the next frame's time nearly always: a 64-bit division is tens of
+// cycles on the path of every frame.
 func (r *reader) index(t int64) int64 {
-	return min(max(floorDiv(t, r.winLen), r.minIdx), r.maxIdx)
+	if t >= r.idxLo && t < r.idxHi {
+		return r.idxW
+	}
+	w := floorDiv(t, r.winLen)
+	if w < r.minIdx || w > r.maxIdx {
+		return min(max(w, r.minIdx), r.maxIdx)
+	}
+	r.idxW, r.idxLo, r.idxHi = w, w*r.winLen, w*r.winLen+r.winLen // no overflow: w is within [minIdx, maxIdx]
+	return w
 }
 
 // closeTime returns the clock time at which window w closes: its end plus
