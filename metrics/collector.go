@@ -158,7 +158,7 @@ type windowPool struct {
 	cfg   *Config
 	mu    sync.Mutex
 	free  []*Window      // without flow sketches
-	spare []flowSketches // reset: of the windows put back, and of new ones
+	spare []flowSketches // reset: of the windows put back
 	max   int
 	made  atomic.Int64 // windows made because none was free
 }
@@ -177,24 +177,11 @@ func (p *windowPool) get(i int64) *Window {
 	}
 	p.mu.Unlock()
 	if w == nil {
-		w = mustValid(newWindow(p.cfg))
+		w = mustValid(newBareWindow(p.cfg))
 		p.made.Add(1)
 	}
 	w.reset(i*int64(p.cfg.Window), int64(p.cfg.Window))
-	if w.FlowBytes != nil { // a new window's, empty
-		p.putSketches(w.takeFlowSketches())
-	}
 	return w
-}
-
-// putSketches keeps fs, reset, for the next window that counts into its
-// flow sketches.
-func (p *windowPool) putSketches(fs flowSketches) {
-	p.mu.Lock()
-	if len(p.spare) < p.max {
-		p.spare = append(p.spare, fs)
-	}
-	p.mu.Unlock()
 }
 
 // sketches gives w, a window of the pool, flow sketches when it has none:
@@ -243,11 +230,14 @@ func (p *windowPool) lendFlowMem(w *Window) {
 // put gives w back; it is dropped when the pool is full. Its flow sketches
 // are reset and kept apart, for the next window that counts into them.
 func (p *windowPool) put(w *Window) {
-	if fs := w.takeFlowSketches(); fs.bytes != nil {
+	fs := w.takeFlowSketches()
+	if fs.bytes != nil {
 		fs.reset()
-		p.putSketches(fs)
 	}
 	p.mu.Lock()
+	if fs.bytes != nil && len(p.spare) < p.max {
+		p.spare = append(p.spare, fs)
+	}
 	if len(p.free) < p.max {
 		p.free = append(p.free, w)
 	}

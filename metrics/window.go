@@ -93,13 +93,24 @@ func (c *Config) sketchConfig() sketchConfig {
 
 // newWindow returns an empty window with sketches shaped by cfg.
 func newWindow(cfg *Config) (*Window, error) {
-	sc := cfg.sketchConfig()
-	w := &Window{sketchConfig: sc, Burst: int64(cfg.Burst)}
-	fs, err := newFlowSketches(sc)
+	w, err := newBareWindow(cfg)
+	if err != nil {
+		return nil, err
+	}
+	fs, err := newFlowSketches(w.sketchConfig)
 	if err != nil {
 		return nil, err
 	}
 	w.setFlowSketches(fs)
+	return w, nil
+}
+
+// newBareWindow is newWindow without the flow sketches, which the pool's
+// windows take apart (windowPool.sketches).
+func newBareWindow(cfg *Config) (*Window, error) {
+	sc := cfg.sketchConfig()
+	w := &Window{sketchConfig: sc, Burst: int64(cfg.Burst)}
+	var err error
 	if w.Top, err = sketch.NewTopK[FlowKey](sketch.TopKConfig{K: sc.TopKSize, Seed: sc.Seed}); err != nil {
 		return nil, fmt.Errorf("metrics: top-k sketch: %w", err)
 	}
