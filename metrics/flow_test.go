@@ -112,7 +112,7 @@ func TestReaderIndex(t *testing.T) {
 		r := newReader(&cfg, nil)
 		w := int64(window)
 		want := func(t int64) int64 { return min(max(floorDiv(t, w), r.minIdx), r.maxIdx) }
-		times := []int64{0, -1, 1, w - 1, w, w + 1, -w, -w - 1, -w + 1, 5*w - 1, 5 * w, 5*w - 1,
+		times := []int64{0, -1, 1, w - 1, w, w + 1, -w, -w - 1, -w + 1, 5*w - 1, 5 * w, 5*w + 1,
 			math.MaxInt64, math.MaxInt64 - 1, math.MinInt64, math.MinInt64 + 1, r.maxIdx * w, r.maxIdx*w - 1,
 			r.minIdx * w, r.minIdx*w - 1, 0}
 		rng := rand.New(rand.NewPCG(3, 4))
