@@ -183,7 +183,10 @@ func (h *hot) addSlot(c *cold, slot uint32, ev *event) {
 			h.flushRuns(&c.act)
 		}
 	}
-	h.runs[h.nruns] = slotRun{bytes: ev.wire, start: s, end: s + 1, ce: ce, cnp: cnp}
+	// Field by field: a composite literal is staged on the stack, and the
+	// copy's load of ce and cnp waits for their two stores.
+	r := &h.runs[h.nruns]
+	r.bytes, r.start, r.end, r.ce, r.cnp = ev.wire, s, s+1, ce, cnp
 	h.nruns++
 }
 
