@@ -3,6 +3,7 @@ package metrics
 import (
 	"encoding/binary"
 	"math/bits"
+	"unsafe"
 
 	"github.com/rocescope/rocescope/decode"
 	"github.com/rocescope/rocescope/sketch"
@@ -16,6 +17,24 @@ type FlowKey struct {
 	Src, Dst decode.Addr
 	DQP      uint32
 }
+
+// Equal reports whether k and o are the same key, as k == o does, but in
+// six loads a side: == compares the first 16 bytes inline and calls the
+// runtime's memory comparison for the rest (1.2 % of a replay's samples,
+// from the table's lookups). It reads the 38 bytes of the fields and skips
+// the two padding bytes before DQP, whose contents Go leaves unspecified.
+func (k *FlowKey) Equal(o *FlowKey) bool {
+	a, b := unsafe.Pointer(k), unsafe.Pointer(o)
+	return *(*[4]uint64)(a) == *(*[4]uint64)(b) &&
+		*(*uint16)(unsafe.Add(a, 32)) == *(*uint16)(unsafe.Add(b, 32)) && k.DQP == o.DQP
+}
+
+// The layout Equal reads: 34 bytes of addresses from offset 0, DQP at 36.
+// Either line fails to compile when the layout changes.
+var (
+	_ = [1]struct{}{}[unsafe.Offsetof(FlowKey{}.Dst)+unsafe.Sizeof(decode.Addr{})-34]
+	_ = [1]struct{}{}[unsafe.Offsetof(FlowKey{}.DQP)-36]
+)
 
 // flowKeyLen is the length of the binary form of a FlowKey: two 16-byte
 // addresses, their two kinds and the 24-bit QP in four bytes.

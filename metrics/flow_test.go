@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/rocescope/rocescope/decode"
 	"github.com/rocescope/rocescope/sketch"
@@ -43,6 +44,35 @@ func TestFlowKeyBinaryRoundTrip(t *testing.T) {
 		if got := flowKeyFromBinary(b); got != k {
 			t.Errorf("round trip of %v gave %v", k, got)
 		}
+	}
+}
+
+// TestFlowKeyEqual checks Equal against ==: on every key that differs from
+// another in one byte of its binary form, and on equal keys whose padding
+// bytes differ (== ignores them).
+func TestFlowKeyEqual(t *testing.T) {
+	base := FlowKey{Src: decode.AddrFrom16([16]byte{0xfd, 1, 2, 3, 15: 4}), Dst: decode.AddrFromGID([16]byte{0xfe, 0x80, 15: 9}), DQP: 0x123456}
+	keys := []FlowKey{base, {}, {Src: decode.AddrFrom4([4]byte{10, 0, 0, 1}), Dst: decode.AddrFrom4([4]byte{10, 0, 0, 2}), DQP: 7}}
+	b := base.appendBinary(nil)
+	for i := range b {
+		for _, x := range []byte{1, 0x80} {
+			c := slices.Clone(b)
+			c[i] ^= x
+			keys = append(keys, flowKeyFromBinary(c))
+		}
+	}
+	for i := range keys {
+		for j := range keys {
+			if got, want := keys[i].Equal(&keys[j]), keys[i] == keys[j]; got != want {
+				t.Fatalf("%v.Equal(%v) = %v, want %v", keys[i], keys[j], got, want)
+			}
+		}
+	}
+	padded := base
+	pad := (*[2]byte)(unsafe.Add(unsafe.Pointer(&padded), 34))
+	pad[0], pad[1] = 0xaa, 0x55
+	if !base.Equal(&padded) || !padded.Equal(&base) {
+		t.Fatal("keys that differ in padding only are not Equal")
 	}
 }
 

@@ -231,7 +231,7 @@ func (o *flowOrder) normalize(flows []FlowRecord) []FlowRecord {
 	o.permute(flows, o.perm)
 	out := flows[:0]
 	for i := range flows {
-		if k := len(out); k > 0 && out[k-1].Key == flows[i].Key {
+		if k := len(out); k > 0 && out[k-1].Key.Equal(&flows[i].Key) {
 			out[k-1].merge(&flows[i])
 			continue
 		}

@@ -74,7 +74,7 @@ func (t *table) lookup(key *FlowKey, h uint64) int32 {
 		if s.idx == 0 {
 			return -1
 		}
-		if s.tag == tag && t.hot[s.idx-1].key == *key {
+		if s.tag == tag && t.hot[s.idx-1].key.Equal(key) {
 			return int32(s.idx - 1)
 		}
 	}
@@ -87,7 +87,7 @@ func (t *table) lookup(key *FlowKey, h uint64) int32 {
 // a match is the key's entry.
 func (t *table) lookupAt(hint uint32, key *FlowKey, h uint64) int32 {
 	if hint != 0 {
-		if e := &t.hot[hint-1]; e.win != freeEntry && e.key == *key {
+		if e := &t.hot[hint-1]; e.win != freeEntry && e.key.Equal(key) {
 			return int32(hint - 1)
 		}
 	}

@@ -320,7 +320,7 @@ func (rp *Reporter) Build(w *metrics.Window) *Report {
 		for ; j < len(rp.prev) && compareRate(&rp.prev[j], f) < 0; j++ {
 			fellSilent(&rp.prev[j])
 		}
-		if j < len(rp.prev) && rp.prev[j].key == f.Key {
+		if j < len(rp.prev) && rp.prev[j].key.Equal(&f.Key) {
 			prev = rp.prev[j].rate
 			j++
 		}
@@ -406,7 +406,7 @@ func compareRate(p *flowRate, f *metrics.FlowRecord) int {
 	if h := f.Hash(); p.hash != h {
 		return cmp.Compare(p.hash, h)
 	}
-	if p.key == f.Key {
+	if p.key.Equal(&f.Key) {
 		return 0 // the same flow, as two of one hash nearly always are
 	}
 	return p.key.Compare(f.Key)
