@@ -393,13 +393,7 @@ func (s *Source) fill(b *capture.Batch) {
 			data = s.tagged(data, tpid, uint16(h.Hv1.Vlan_tci))
 			orig += 4
 		}
-		b.Frames = append(b.Frames, capture.Frame{
-			Data:    data,
-			Time:    int64(h.Sec)*1e9 + int64(h.Nsec),
-			OrigLen: orig,
-			Link:    s.link,
-			Port:    s.port,
-		})
+		b.Frames = capture.AppendFrame(b.Frames, data, int64(h.Sec)*1e9+int64(h.Nsec), orig, s.link, s.port)
 		s.left--
 		switch {
 		case s.left == 0:

@@ -282,20 +282,15 @@ func (s *Socket) Next(b *capture.Batch) error {
 			s.errors.Add(1) // cannot happen with a sane kernel; counted, not trusted
 			continue
 		}
-		f := capture.Frame{
-			Data:    s.umem[d.Addr:end:end],
-			OrigLen: d.Len,
-			Link:    decode.LinkEthernet,
-			Port:    uint16(s.queue),
-		}
 		// The metadata is in the UMEM frame's headroom, before the data.
-		meta := false
+		var t int64
+		orig, meta := d.Len, false
 		if d.Addr&s.frameMask >= metaLen {
 			m := s.umem[d.Addr-metaLen : d.Addr : d.Addr]
 			if binary.NativeEndian.Uint32(m[metaMagic:]) == metaMagicValue {
 				binary.NativeEndian.PutUint32(m[metaMagic:], 0) // not to be taken for the next frame's
-				f.Time = s.clock.unix(int64(binary.NativeEndian.Uint64(m[metaTime:])))
-				f.OrigLen = max(d.Len, binary.NativeEndian.Uint32(m[metaWireLen:]))
+				t = s.clock.unix(int64(binary.NativeEndian.Uint64(m[metaTime:])))
+				orig = max(d.Len, binary.NativeEndian.Uint32(m[metaWireLen:]))
 				meta = true
 			}
 		}
@@ -303,10 +298,10 @@ func (s *Socket) Next(b *capture.Batch) error {
 			if now == 0 {
 				now = time.Now().UnixNano()
 			}
-			f.Time = now
+			t = now
 			s.noMeta.Add(1)
 		}
-		b.Frames = append(b.Frames, f)
+		b.Frames = capture.AppendFrame(b.Frames, s.umem[d.Addr:end:end], t, orig, decode.LinkEthernet, uint16(s.queue))
 	}
 	s.held = n
 	s.received.Add(uint64(len(b.Frames)))

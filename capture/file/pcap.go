@@ -146,14 +146,8 @@ func (r *pcapReader) read(b *capture.Batch) error {
 				if r.strict {
 					prev = int64(r.u32(h[0:]))
 				}
-				// Field by field: a composite literal is staged on
-				// the stack and copied with 16-byte loads that wait
-				// for its stores (40 % of read's samples in perf).
-				frames = frames[:len(frames)+1]
-				f := &frames[len(frames)-1]
-				f.Data = data[pos+pcapRecordHeaderLen : end : end]
-				f.Time = int64(r.u32(h[0:]))*1e9 + int64(r.u32(h[4:]))*r.mul
-				f.OrigLen, f.Link, f.Port = r.u32(h[12:]), r.link, 0
+				frames = capture.AppendFrame(frames, data[pos+pcapRecordHeaderLen:end:end],
+					int64(r.u32(h[0:]))*1e9+int64(r.u32(h[4:]))*r.mul, r.u32(h[12:]), r.link, 0)
 				pos = end
 				continue
 			}

@@ -249,11 +249,8 @@ func (r *pcapngReader) fast(b *capture.Batch) bool {
 		if f.binary || f.div != 1 {
 			t = f.ns(ts)
 		}
-		// Field by field, as in pcapReader.read.
-		frames = frames[:len(frames)+1]
-		fr := &frames[len(frames)-1]
-		fr.Data = data[pos+28 : pos+28+int(capLen) : pos+28+int(capLen)]
-		fr.Time, fr.OrigLen, fr.Link, fr.Port = t, get32(h[24:], sw), f.link, port(id)
+		frames = capture.AppendFrame(frames, data[pos+28:pos+28+int(capLen):pos+28+int(capLen)],
+			t, get32(h[24:], sw), f.link, port(id))
 		pos = end
 	}
 	n := len(frames) - first
@@ -589,13 +586,7 @@ func (r *pcapngReader) packet(b *capture.Batch, blk []byte, typ uint32) error {
 	t := f.ns(uint64(get32(blk[12:], r.swapped))<<32 | uint64(get32(blk[16:], r.swapped)))
 	r.lastTime = t
 	r.w.lent[r.w.cur] = true
-	b.Frames = append(b.Frames, capture.Frame{
-		Data:    data,
-		Time:    t,
-		OrigLen: origLen,
-		Link:    f.link,
-		Port:    port(id),
-	})
+	b.Frames = capture.AppendFrame(b.Frames, data, t, origLen, f.link, port(id))
 	return nil
 }
 
@@ -620,12 +611,7 @@ func (r *pcapngReader) simple(b *capture.Batch, blk []byte) error {
 		return err
 	}
 	r.w.lent[r.w.cur] = true
-	b.Frames = append(b.Frames, capture.Frame{
-		Data:    data,
-		Time:    r.lastTime,
-		OrigLen: origLen,
-		Link:    f.link,
-	})
+	b.Frames = capture.AppendFrame(b.Frames, data, r.lastTime, origLen, f.link, 0)
 	return nil
 }
 

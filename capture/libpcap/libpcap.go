@@ -229,12 +229,7 @@ func (s *Source) Next(b *capture.Batch) error {
 		}
 		f := s.arena[s.used : s.used+len(data) : s.used+len(data)]
 		s.used += copy(f, data)
-		b.Frames = append(b.Frames, capture.Frame{
-			Data:    f,
-			Time:    ci.Timestamp.UnixNano(),
-			OrigLen: uint32(ci.Length),
-			Link:    s.link,
-		})
+		b.Frames = capture.AppendFrame(b.Frames, f, ci.Timestamp.UnixNano(), uint32(ci.Length), s.link, 0)
 	}
 	return nil
 }

@@ -264,8 +264,7 @@ func (s *Source) Next(b *capture.Batch) error {
 		if s.encap > 0 {
 			wire, captured = s.mirror(buf, wire, t), s.encap+captured
 		}
-		b.Frames = append(b.Frames, capture.Frame{Data: buf[:captured:captured], Time: t,
-			OrigLen: uint32(wire), Link: decode.LinkEthernet})
+		b.Frames = capture.AppendFrame(b.Frames, buf[:captured:captured], t, uint32(wire), decode.LinkEthernet, 0)
 	}
 	s.received.Add(uint64(len(b.Frames)))
 	return nil
