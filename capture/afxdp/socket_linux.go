@@ -60,6 +60,7 @@ type Socket struct {
 	received atomic.Uint64
 	errors   atomic.Uint64
 	noMeta   atomic.Uint64
+	dropped  atomic.Uint64 // Dropped of the last Stats that read the kernel counters
 }
 
 // clock converts the program's CLOCK_MONOTONIC timestamps to Unix ns.
@@ -412,7 +413,9 @@ func (s *Socket) NoMetadata() uint64 { return s.noMeta.Load() }
 // Stats returns the frames delivered, the frames the kernel dropped
 // (RxDropped + RxRingFull + RxInvalidDescs of [Socket.XDPStats]) and the
 // descriptors skipped as invalid. A failure to read the kernel counters is
-// counted in Errors.
+// counted in Errors, and Dropped is then the last total read: a total
+// that fell to zero would look like a reset to whoever counts its growth,
+// and the next good read would count every drop again.
 func (s *Socket) Stats() capture.Stats {
 	x, err := s.XDPStats()
 	st := capture.Stats{
@@ -421,7 +424,10 @@ func (s *Socket) Stats() capture.Stats {
 		Errors:   s.errors.Load(),
 	}
 	if err != nil {
+		st.Dropped = s.dropped.Load()
 		st.Errors++
+	} else {
+		s.dropped.Store(st.Dropped)
 	}
 	return st
 }

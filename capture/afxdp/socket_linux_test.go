@@ -334,3 +334,33 @@ func BenchmarkNext(b *testing.B) {
 		})
 	}
 }
+
+// TestStatsReadFailure checks that a failed read of the kernel counters
+// counts an error and keeps the last total dropped: were it zero, a reader
+// counting the total's growth would take it for a reset and count every
+// drop again at the next good read.
+func TestStatsReadFailure(t *testing.T) {
+	s := newFake(2048, 4, 4, 0).s
+	s.final = unix.XDPStatistics{Rx_dropped: 200, Rx_ring_full: 30, Rx_invalid_descs: 3}
+	if st := s.Stats(); st.Dropped != 233 || st.Errors != 0 {
+		t.Fatalf("Stats = %+v, want 233 dropped, no error", st)
+	}
+	// A UDP socket has no XDP statistics: the read fails.
+	udp, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+	if err != nil {
+		t.Skipf("no UDP socket: %v", err)
+	}
+	defer unix.Close(udp)
+	s.fd = udp
+	if _, err := s.XDPStats(); err == nil {
+		t.Fatal("XDPStats of a UDP socket did not fail")
+	}
+	if st := s.Stats(); st.Dropped != 233 || st.Errors != 1 {
+		t.Fatalf("Stats after a failed read = %+v, want the last 233 dropped and 1 error", st)
+	}
+	s.fd = -1
+	s.final.Rx_ring_full = 40
+	if st := s.Stats(); st.Dropped != 243 || st.Errors != 0 {
+		t.Fatalf("Stats after a good read = %+v, want 243 dropped, no error", st)
+	}
+}
