@@ -553,3 +553,55 @@ func TestEngineSourcesLagRandomly(t *testing.T) {
 		}
 	}
 }
+
+// dropSource is a source whose kernel counters grow with every batch it
+// delivers, as a live source's do: drops by three a frame and one a batch,
+// errors by one every batch of an odd number of frames.
+type dropSource struct {
+	capture.Source
+	dropped, errors uint64
+}
+
+func (s *dropSource) Next(b *capture.Batch) error {
+	err := s.Source.Next(b)
+	s.dropped += 3*uint64(len(b.Frames)) + 1
+	s.errors += uint64(len(b.Frames)) % 2
+	return err
+}
+
+func (s *dropSource) Stats() capture.Stats {
+	return capture.Stats{Dropped: s.dropped, Errors: s.errors}
+}
+
+// TestEngineCountsSourceDrops checks that the windows' kernel_drops and
+// source_errors add up to what the sources counted in all, with one source
+// and with several, for any number of workers: each window has the growth
+// since the last one closed, none is counted twice or lost.
+func TestEngineCountsSourceDrops(t *testing.T) {
+	sc := newLagScenario(7)
+	for _, nsrc := range []int{1, len(sc.sources)} {
+		for _, workers := range []int{1, 2} {
+			var srcs []capture.Source
+			var ds []*dropSource
+			for i, fs := range sc.sources[:nsrc] {
+				d := &dropSource{Source: &testframes.Source{Frames: fs, Per: 5 + 3*i}}
+				srcs, ds = append(srcs, d), append(ds, d)
+			}
+			wins := runEngine(t, &Config{Workers: workers, Host: "h", Lateness: sc.lateness, TableSize: 1 << 12,
+				DistinctBits: 1 << 12, CMWidth: 256, TopKSize: 64}, srcs...)
+			var drops, errs, wantDrops, wantErrs uint64
+			for _, w := range wins {
+				drops += w.Counters[KernelDrops]
+				errs += w.Counters[SourceErrors]
+			}
+			for _, d := range ds {
+				wantDrops += d.dropped
+				wantErrs += d.errors
+			}
+			if drops != wantDrops || errs != wantErrs || wantDrops == 0 {
+				t.Errorf("%d sources, %d workers, %d windows: kernel_drops %d, source_errors %d; the sources counted %d and %d",
+					nsrc, workers, len(wins), drops, errs, wantDrops, wantErrs)
+			}
+		}
+	}
+}
