@@ -67,17 +67,18 @@ const (
 type shard struct {
 	cfg    *Config
 	tab    *table
-	open   ring[*Window]     // the open windows
-	late   []*Window         // late parts of windows the ring closed, for a lagging reader (lateWindow)
-	high   int64             // newest window index opened
-	active [2][]int32        // slab positions of the flows whose counters are in the open window of each parity
-	lines  lines             // scratch of handleBatch and flush: the lines to prefetch
-	ahead  [batchSize]uint32 // scratch of handleBatch: the entry each event's lookup will compare first (table.probe)
-	pool   *windowPool       // where open windows come from
-	closed []*Window         // windows closed since the last drain
-	flows  int               // flows of the last window closed: what a new one is made room for
-	lists  int64             // flow lists numbered so far (newList)
-	order  flowOrder         // scratch of the sort of a closing window's flow list
+	open   ring[*Window]         // the open windows
+	late   []*Window             // late parts of windows the ring closed, for a lagging reader (lateWindow)
+	high   int64                 // newest window index opened
+	active [2][]int32            // slab positions of the flows whose counters are in the open window of each parity
+	lines  lines                 // scratch of handleBatch and flush: the lines to prefetch
+	ahead  [batchSize]uint32     // scratch of handleBatch: the entry each event's lookup will compare first (table.probe)
+	pairs  [batchSize]connHashes // scratch of handleBatch: the connection hashes of the events whose ahead is 0
+	pool   *windowPool           // where open windows come from
+	closed []*Window             // windows closed since the last drain
+	flows  int                   // flows of the last window closed: what a new one is made room for
+	lists  int64                 // flow lists numbered so far (newList)
+	order  flowOrder             // scratch of the sort of a closing window's flow list
 }
 
 func newShard(cfg *Config, capacity int, pool *windowPool) *shard {
@@ -436,7 +437,9 @@ func (s *shard) handleBatch(evs []event) {
 			l.add(unsafe.Pointer(h))          // line 0
 			l.add(unsafe.Pointer(&h.lastReq)) // line 1
 		case evs[i].sport != 0:
-			t.connLines(&evs[i].key, evs[i].sport, l) // a new flow: admit pairs it
+			// A new flow: admit pairs it.
+			s.pairs[i] = newConnHashes(&evs[i].key, evs[i].sport)
+			t.connLines(&s.pairs[i], l)
 		}
 	}
 	l.fetch()
@@ -446,7 +449,7 @@ func (s *shard) handleBatch(evs []event) {
 			if ev.sport != 0 {
 				// A new flow: admit reads the reverse direction's
 				// entry when it pairs them.
-				if j := t.conns.probe(pairHash(&ev.key.Dst, &ev.key.Src, ev.sport)); j != 0 {
+				if j := t.conns.probe(s.pairs[i].rev); j != 0 {
 					l.add(unsafe.Pointer(&t.hot[j-1]))
 					l.add(unsafe.Pointer(&t.hot[j-1].lastReq))
 				}
@@ -469,18 +472,21 @@ func (s *shard) handleBatch(evs []event) {
 	}
 	l.fetch()
 	for i := range evs {
-		s.handle(&evs[i], ahead[i])
+		s.handle(&evs[i], ahead[i], &s.pairs[i])
 	}
 }
 
 // handle accounts one RoCE frame. hint is table.probe's answer for it, 0
 // for none: the entry to compare first.
-func (s *shard) handle(ev *event, hint uint32) {
+func (s *shard) handle(ev *event, hint uint32, p *connHashes) {
 	win := s.window(ev.win)
 	t := s.tab
 	idx := t.lookupAt(hint, &ev.key, ev.hash)
 	if idx < 0 {
-		if idx = s.admit(ev); idx < 0 {
+		if hint != 0 && ev.sport != 0 {
+			*p = newConnHashes(&ev.key, ev.sport) // handleBatch expected the flow
+		}
+		if idx = s.admit(ev, p); idx < 0 {
 			s.untracked(win, ev)
 			return
 		}
@@ -607,7 +613,7 @@ func (s *shard) latency(idx int32, win *Window, w int64, kind int, lat uint64) {
 // admit adds the flow of ev to the table, evicting an idle flow when the
 // table is full, and pairs it with its reverse direction. It returns -1 when
 // the flow cannot be held.
-func (s *shard) admit(ev *event) int32 {
+func (s *shard) admit(ev *event, p *connHashes) int32 {
 	t := s.tab
 	if t.full() {
 		win := s.open.oldest() // one is open whenever a frame is handled
@@ -624,8 +630,8 @@ func (s *shard) admit(ev *event) int32 {
 	if ev.sport == 0 {
 		return idx
 	}
-	t.addConn(idx)
-	if j := t.conn(&ev.key.Dst, &ev.key.Src, ev.sport); j >= 0 {
+	t.addConn(idx, p.own)
+	if j := t.connHashed(&ev.key.Dst, &ev.key.Src, ev.sport, p.rev); j >= 0 {
 		if r := &t.hot[j]; r.peer < 0 {
 			h.peer, r.peer = j, idx
 			h.sqp, r.sqp = r.key.DQP, h.key.DQP

@@ -56,7 +56,7 @@ func (h *shardHarness) send(src, dst decode.Addr, dqp uint32, op decode.Opcode, 
 		flags:   opFlags[op] | extra,
 	}
 	ev.hash = ev.key.Hash(h.cfg.Seed)
-	h.sh.handle(&ev, 0)
+	h.sh.handleBatch([]event{ev})
 }
 
 func (h *shardHarness) closeAll() *Window {
@@ -149,9 +149,9 @@ func TestShardReadConsumesPSNs(t *testing.T) {
 	h.send(hostA, hostB, qpB, testframes.OpWriteLast, 6, 2, 0)
 	ev := event{key: FlowKey{Src: hostA, Dst: hostB, DQP: qpB}, time: 3, wire: 100, psn: 7, dmaLen: 4096, sport: 49152, opcode: testframes.OpReadRequest, flags: opFlags[testframes.OpReadRequest]}
 	ev.hash = ev.key.Hash(h.cfg.Seed)
-	h.sh.handle(&ev, 0)
+	h.sh.handleBatch([]event{ev})
 	ev.psn, ev.time = 11, 4
-	h.sh.handle(&ev, 0)
+	h.sh.handleBatch([]event{ev})
 	h.send(hostA, hostB, qpB, testframes.OpWriteOnly, 16, 5, 0)
 	f := h.flow(h.closeAll(), hostA, hostB, qpB)
 	if f.C[FlowPSNGaps] != 1 {

@@ -160,25 +160,37 @@ type conns struct {
 // pairHash is the hash of the connection index: of one direction, unlike
 // connHash.
 func pairHash(src, dst *decode.Addr, sport uint16) uint64 {
-	return mix64(mixAddr(src) ^ mix64(mixAddr(dst)+uint64(sport)))
+	return pairMix(mixAddr(src), mixAddr(dst), sport)
+}
+
+// pairMix is pairHash of the addresses' mixes (mixAddr).
+func pairMix(src, dst uint64, sport uint16) uint64 {
+	return mix64(src ^ mix64(dst+uint64(sport)))
+}
+
+// connHashes are the connection index hashes (pairHash) of a new flow's
+// direction and of its reverse, which handleBatch needs three times and
+// admit twice: computed once, from one mix of each address.
+type connHashes struct{ own, rev uint64 }
+
+// newConnHashes returns the connection index hashes of the flow of key
+// with UDP source port sport.
+func newConnHashes(key *FlowKey, sport uint16) connHashes {
+	s, d := mixAddr(&key.Src), mixAddr(&key.Dst)
+	return connHashes{own: pairMix(s, d, sport), rev: pairMix(d, s, sport)}
 }
 
 // connLines adds to l the slots of the connection index that admitting a
-// flow with key and UDP source port sport reads first: the home slots of
-// its reverse direction's connection (conn) and of its own (addConn).
-func (t *table) connLines(key *FlowKey, sport uint16, l *lines) {
+// flow with connection hashes p reads first: the home slots of its reverse
+// direction's connection and of its own (addConn).
+func (t *table) connLines(p *connHashes, l *lines) {
 	x := &t.conns
-	l.add(unsafe.Pointer(&x.slots[x.home(pairHash(&key.Dst, &key.Src, sport))]))
-	l.add(unsafe.Pointer(&x.slots[x.home(pairHash(&key.Src, &key.Dst, sport))]))
+	l.add(unsafe.Pointer(&x.slots[x.home(p.rev)]))
+	l.add(unsafe.Pointer(&x.slots[x.home(p.own)]))
 }
 
-// conn returns the slab position of the flow the connection index holds
-// for (src, dst, sport), or -1.
-func (t *table) conn(src, dst *decode.Addr, sport uint16) int32 {
-	return t.connHashed(src, dst, sport, pairHash(src, dst, sport))
-}
-
-// connHashed is conn for the connection hash h of (src, dst, sport).
+// connHashed returns the slab position of the flow the connection index
+// holds for (src, dst, sport), whose connection hash is h, or -1.
 func (t *table) connHashed(src, dst *decode.Addr, sport uint16, h uint64) int32 {
 	tag := uint32(h >> 32)
 	x := &t.conns
@@ -193,11 +205,11 @@ func (t *table) connHashed(src, dst *decode.Addr, sport uint16, h uint64) int32 
 	}
 }
 
-// addConn adds the flow at slab position idx to the connection index
-// unless it holds one of the flow's connection already.
-func (t *table) addConn(idx int32) {
+// addConn adds the flow at slab position idx, whose connection hash is h,
+// to the connection index unless it holds one of the flow's connection
+// already.
+func (t *table) addConn(idx int32, h uint64) {
 	e := &t.hot[idx]
-	h := pairHash(&e.key.Src, &e.key.Dst, e.sport)
 	if t.connHashed(&e.key.Src, &e.key.Dst, e.sport, h) >= 0 {
 		return
 	}

@@ -185,7 +185,7 @@ func TestConnsAgainstMap(t *testing.T) {
 		} else if !tab.full() {
 			idx := tab.insert(&k, h)
 			tab.hot[idx].sport = sport
-			tab.addConn(idx)
+			tab.addConn(idx, newConnHashes(&k, sport).own)
 			live[k] = idx
 			if _, ok := first[conn{k.Src, k.Dst, sport}]; !ok {
 				first[conn{k.Src, k.Dst, sport}] = idx
@@ -196,7 +196,11 @@ func TestConnsAgainstMap(t *testing.T) {
 		if !ok {
 			want = -1
 		}
-		if got := tab.conn(&q.src, &q.dst, q.sport); got != want {
+		p := newConnHashes(&FlowKey{Src: q.dst, Dst: q.src}, q.sport) // of the reverse direction
+		if p.own != pairHash(&q.dst, &q.src, q.sport) || p.rev != pairHash(&q.src, &q.dst, q.sport) {
+			t.Fatalf("step %d: newConnHashes(%v) = %+v, want the pairHash of both directions", step, q, p)
+		}
+		if got := tab.connHashed(&q.src, &q.dst, q.sport, p.rev); got != want {
 			t.Fatalf("step %d: conn(%v) = %d, want %d", step, q, got, want)
 		}
 		if tab.conns.n != len(first) {
