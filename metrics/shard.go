@@ -385,24 +385,27 @@ func (s *shard) sweep(oldest int64) int {
 // the lines they need together first.
 const sweepAhead = 32
 
-// evictAll evicts the idle entries at idxs. It first asks for what evict
-// reads at random: each entry's slot in the index and in the connection
-// index, and its peer's line, so that those misses overlap.
+// evictAll evicts the idle entries at idxs, at most sweepAhead. It first
+// asks for what evict reads at random: each entry's slot in the index and
+// in the connection index, and its peer's line, so that those misses
+// overlap; the hashes that find the slots serve evict too.
 func (s *shard) evictAll(idxs []int32) {
 	t, l := s.tab, &s.lines
-	for _, v := range idxs {
+	var hs [sweepAhead]entryHashes
+	for k, v := range idxs {
+		hs[k] = t.hashesOf(v)
+		l.add(unsafe.Pointer(&t.slots[t.home(hs[k].flow)]))
 		h := &t.hot[v]
-		l.add(unsafe.Pointer(&t.slots[t.home(h.key.Hash(t.seed))]))
 		if h.sport != 0 {
-			l.add(unsafe.Pointer(&t.conns.slots[t.conns.home(pairHash(&h.key.Src, &h.key.Dst, h.sport))]))
+			l.add(unsafe.Pointer(&t.conns.slots[t.conns.home(hs[k].conn)]))
 		}
 		if h.peer >= 0 {
 			l.add(unsafe.Pointer(&t.hot[h.peer].peer))
 		}
 	}
 	l.fetch()
-	for _, v := range idxs {
-		s.evict(v)
+	for k, v := range idxs {
+		s.evict(v, hs[k])
 	}
 }
 
@@ -621,7 +624,7 @@ func (s *shard) admit(ev *event, p *connHashes) int32 {
 		if v < 0 {
 			return -1
 		}
-		s.evict(v)
+		s.evict(v, t.hashesOf(v))
 		win.Counters[Evictions]++
 	}
 	idx := t.insert(&ev.key, ev.hash)
@@ -642,14 +645,14 @@ func (s *shard) admit(ev *event, p *connHashes) int32 {
 	return idx
 }
 
-// evict removes the idle entry at v.
-func (s *shard) evict(v int32) {
+// evict removes the idle entry at v, whose hashes are hs.
+func (s *shard) evict(v int32, hs entryHashes) {
 	t := s.tab
 	if h := &t.hot[v]; h.peer >= 0 {
 		t.hot[h.peer].peer = -1
 	}
-	t.removeConn(v)
-	t.remove(v)
+	t.removeConn(v, hs.conn)
+	t.remove(v, hs.flow)
 }
 
 // untracked accounts a frame of a flow the table cannot hold: only the

@@ -139,9 +139,24 @@ func (t *table) insert(key *FlowKey, h uint64) int32 {
 	return idx
 }
 
-// remove deletes the entry at slab position idx.
-func (t *table) remove(idx int32) {
-	t.index.remove(uint32(idx), t.hot[idx].key.Hash(t.seed))
+// entryHashes are what an entry is indexed by: its flow hash (in the
+// index) and its connection hash (pairHash, in the connection index; 0
+// for a flow without a UDP source port).
+type entryHashes struct{ flow, conn uint64 }
+
+// hashesOf returns the hashes of the entry at slab position idx.
+func (t *table) hashesOf(idx int32) entryHashes {
+	e := &t.hot[idx]
+	hs := entryHashes{flow: e.key.Hash(t.seed)}
+	if e.sport != 0 {
+		hs.conn = pairHash(&e.key.Src, &e.key.Dst, e.sport)
+	}
+	return hs
+}
+
+// remove deletes the entry at slab position idx, whose flow hash is h.
+func (t *table) remove(idx int32, h uint64) {
+	t.index.remove(uint32(idx), h)
 	t.free = append(t.free, idx)
 	t.hot[idx].win = freeEntry
 	t.cold[idx].lastWin = freeEntry
@@ -221,14 +236,13 @@ func (t *table) addConn(idx int32, h uint64) {
 	x.n++
 }
 
-// removeConn removes the flow at slab position idx from the connection
-// index if it is the one held there.
-func (t *table) removeConn(idx int32) {
+// removeConn removes the flow at slab position idx, whose connection hash
+// is h, from the connection index if it is the one held there.
+func (t *table) removeConn(idx int32, h uint64) {
 	e := &t.hot[idx]
 	if e.sport == 0 {
 		return
 	}
-	h := pairHash(&e.key.Src, &e.key.Dst, e.sport)
 	if t.connHashed(&e.key.Src, &e.key.Dst, e.sport, h) != idx {
 		return
 	}

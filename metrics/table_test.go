@@ -33,7 +33,7 @@ func TestTableAgainstMap(t *testing.T) {
 		}
 		switch {
 		case ok && rng.IntN(3) == 0:
-			tab.remove(idx)
+			tab.remove(idx, h)
 			delete(want, k)
 		case !ok && !tab.full():
 			idx := tab.insert(&k, h)
@@ -175,8 +175,12 @@ func TestConnsAgainstMap(t *testing.T) {
 		if idx, ok := live[k]; ok {
 			if rng.IntN(2) == 0 {
 				c := conn{k.Src, k.Dst, tab.hot[idx].sport}
-				tab.removeConn(idx)
-				tab.remove(idx)
+				hs := entryHashes{flow: h, conn: pairHash(&c.src, &c.dst, c.sport)}
+				if got := tab.hashesOf(idx); got != hs {
+					t.Fatalf("step %d: hashesOf(%v) = %+v, want %+v", step, k, got, hs)
+				}
+				tab.removeConn(idx, hs.conn)
+				tab.remove(idx, hs.flow)
 				delete(live, k)
 				if first[c] == idx {
 					delete(first, c)
@@ -263,7 +267,7 @@ func TestLookupAt(t *testing.T) {
 			t.Errorf("lookupAt(%d, %v) = %d, want %d", c.hint, *c.key, got, c.want)
 		}
 	}
-	tab.remove(i1)
+	tab.remove(i1, h1)
 	if got := tab.lookupAt(uint32(i1)+1, &k1, h1); got != -1 {
 		t.Errorf("lookupAt(the removed entry, its key) = %d, want -1", got)
 	}
