@@ -258,14 +258,17 @@ func (w *Window) merge(o *Window, disjoint bool) error {
 }
 
 // mergeShardFlows merges the flow list of o, a window of another shard, into
-// w's: two normalized lists make a normalized one (mergeFlows). When only
-// o's list has room for both, the two swap lists first, which the result
-// does not depend on, so that the merge writes into memory used before
+// w's: two normalized lists make a normalized one (mergeFlows). When w's
+// list is empty (the first shard's window, and the only one with one
+// worker), or when only o's list has room for both, the two swap lists
+// first, which the result does not depend on: an empty list takes o's
+// without a record copied, and a merge writes into memory used before
 // instead of growing w's list into pages never touched.
 func (w *Window) mergeShardFlows(o *Window) {
-	if n := len(w.Flows) + len(o.Flows); cap(w.Flows) < n && cap(o.Flows) >= n && w.flowMem != nil && o.flowMem != nil {
+	if n := len(w.Flows) + len(o.Flows); o.flowMem != nil && o.flowMem.holds(o.Flows) && (len(w.Flows) == 0 || cap(w.Flows) < n && cap(o.Flows) >= n) {
+		mem := w.flowRegion()
 		w.Flows, o.Flows = o.Flows, w.Flows
-		*w.flowMem, *o.flowMem = *o.flowMem, *w.flowMem
+		*mem, *o.flowMem = *o.flowMem, *mem
 	}
 	growFlows(w, len(o.Flows))
 	w.Flows = mergeFlows(w.Flows, o.Flows)
