@@ -126,60 +126,77 @@ const (
 	protoGRE = 47
 )
 
-// fastRoCEv2 decodes the most common frames at fixed offsets: Ethernet,
-// with one 802.1Q tag or none, then IPv4 without options or fragmentation
-// or IPv6 without extension headers, then UDP to the RoCE port. It uses
-// the general path's field setters and transport decoder, and reports ok
-// false, having written nothing, for any frame of another shape or with a
-// length the general path would reject, which then decodes the frame.
-func (p *Packet) fastRoCEv2(b []byte, port uint16) (e Error, ok bool) {
+// roceFrame locates the headers of a frame of the most common shape:
+// Ethernet, with one 802.1Q tag or none, then IPv4 without options or
+// fragmentation or IPv6 without extension headers, then UDP to the RoCE
+// port, with a UDP length the IP length holds.
+type roceFrame struct {
+	l3   int    // offset of the IP header
+	hl   int    // its length: 20 (IPv4) or 40 (IPv6)
+	ulen int    // the UDP length
+	et   uint16 // the ethertype after the tag
+}
+
+// roceShape reports whether b is a frame of that shape, and where its
+// headers are.
+func roceShape(b []byte, port uint16) (s roceFrame, ok bool) {
 	if len(b) < 14 {
-		return 0, false
+		return s, false
 	}
-	l3, et := b[14:], be16(b[12:14])
-	var tci uint16
-	tagged := et == etherTypeVLAN
-	if tagged {
-		if len(l3) < 4 {
-			return 0, false
+	s.l3, s.et = 14, be16(b[12:14])
+	if s.et == etherTypeVLAN {
+		if len(b) < 18 {
+			return s, false
 		}
-		tci, et, l3 = be16(l3[0:2]), be16(l3[2:4]), l3[4:]
+		s.l3, s.et = 18, be16(b[16:18])
 	}
-	var hl, ipLen int // the IP header's length; the length it says follows it
-	switch et {
+	l3 := b[s.l3:]
+	var ipLen int // the length the IP header says follows it
+	switch s.et {
 	case etherTypeIPv4:
 		if len(l3) < 20+8 || l3[0] != 0x45 || l3[9] != protoUDP || be16(l3[6:8])&0x3fff != 0 {
-			return 0, false
+			return s, false
 		}
-		hl, ipLen = 20, int(be16(l3[2:4]))-20
+		s.hl, ipLen = 20, int(be16(l3[2:4]))-20
 	case etherTypeIPv6:
 		if len(l3) < 40+8 || l3[0]>>4 != 6 || l3[6] != protoUDP {
-			return 0, false
+			return s, false
 		}
-		hl, ipLen = 40, int(be16(l3[4:6]))
+		s.hl, ipLen = 40, int(be16(l3[4:6]))
 	default:
+		return s, false
+	}
+	u := l3[s.hl:]
+	s.ulen = int(be16(u[4:6]))
+	return s, be16(u[2:4]) == port && s.ulen >= 8 && s.ulen <= ipLen
+}
+
+// fastRoCEv2 decodes the frames roceShape takes at their fixed offsets. It
+// uses the general path's field setters and transport decoder, and reports
+// ok false, having written nothing, for any frame of another shape, which
+// the general path then decodes.
+func (p *Packet) fastRoCEv2(b []byte, port uint16) (e Error, ok bool) {
+	s, ok := roceShape(b, port)
+	if !ok {
 		return 0, false
 	}
-	u := l3[hl:]
-	ulen := int(be16(u[4:6]))
-	if be16(u[2:4]) != port || ulen < 8 || ulen > ipLen {
-		return 0, false
-	}
+	l3 := b[s.l3:]
 	p.setEthernet(b)
 	p.Headers, p.Kind = HasEthernet|HasUDP, KindRoCEv2
-	p.NumVLAN, p.EtherType = 0, et
-	if tagged {
-		p.addVLAN(tci)
+	p.NumVLAN, p.EtherType = 0, s.et
+	if s.l3 == 18 {
+		p.addVLAN(be16(b[14:16]))
 	}
-	if hl == 20 {
+	if s.hl == 20 {
 		p.setIPv4(l3)
 		p.Headers |= HasIPv4
 	} else {
 		p.setIPv6(l3)
 		p.Headers |= HasIPv6
 	}
+	u := l3[s.hl:]
 	p.setUDP(u)
-	return p.transport(u[8:], ulen-8, ErrUDP), true
+	return p.transport(u[8:], s.ulen-8, ErrUDP), true
 }
 
 // setEthernet fills the addresses of the Ethernet header at b; the caller

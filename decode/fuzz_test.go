@@ -23,7 +23,9 @@ var fuzzLinks = []decode.LinkType{
 // every extension header its opcode implies; the payload length follows
 // from the enclosing length field; Payload aliases the frame; the JSON is
 // valid and has the members the headers call for; a fragment has an IP
-// header and nothing decoded after it.
+// header and nothing decoded after it; DecodeBrief, which takes a frame
+// only when Decode decodes it as RoCE, gives the Brief that Packet.Brief
+// gives after Decode.
 func FuzzDecode(f *testing.F) {
 	for _, c := range decodeCases(f) {
 		f.Add(c.frame, uint8(slices.Index(fuzzLinks, c.link)))
@@ -77,6 +79,8 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("fragment with headers %b, kind %v, error %v: want an IP header and nothing after it", p.Headers, p.Kind, err)
 		}
 		checkJSON(t, "fuzz", &p, buf)
+		var d decode.Decoder
+		checkBrief(t, &d, frame, link)
 	})
 }
 

@@ -50,6 +50,9 @@ type opInfo struct {
 	hlen  uint8  // bytes from the first BTH byte to the first payload byte
 	svc   Service
 	flags opFlag
+	// Offsets from the first BTH byte of the RETH, DETH and AETH, 0 for
+	// none (Brief.transport).
+	reth, deth, aeth uint8
 }
 
 // ethHeaders are the extension header bits, in wire order (RDETH and
@@ -164,6 +167,9 @@ func makeOpcodes() (t [256]opInfo) {
 				hlen:  uint8(lenBTH + int(tr.skip+op.skip) + ethLen(eth)),
 				svc:   tr.svc,
 				flags: op.flags,
+				reth:  ethOffset(eth, tr.skip+op.skip, HasRETH),
+				deth:  ethOffset(eth, tr.skip+op.skip, HasDETH),
+				aeth:  ethOffset(eth, tr.skip+op.skip, HasAETH),
 			}
 		}
 	}
@@ -171,22 +177,35 @@ func makeOpcodes() (t [256]opInfo) {
 	return t
 }
 
+// ethLens are the extension headers' lengths, in wire order.
+var ethLens = [...]struct {
+	h Header
+	n int
+}{
+	{HasRDETH, lenRDETH}, {HasDETH, lenDETH}, {HasXRCETH, lenXRCETH},
+	{HasRETH, lenRETH}, {HasAtomicETH, lenAtomicETH}, {HasAETH, lenAETH},
+	{HasAtomicAckETH, lenAtomicAckETH}, {HasImmDt, lenImmDt}, {HasIETH, lenIETH},
+}
+
 // ethLen returns the total length of the extension headers in h.
 func ethLen(h Header) int {
 	n := 0
-	for _, x := range [...]struct {
-		h Header
-		n int
-	}{
-		{HasRDETH, lenRDETH}, {HasDETH, lenDETH}, {HasXRCETH, lenXRCETH},
-		{HasRETH, lenRETH}, {HasAtomicETH, lenAtomicETH}, {HasAETH, lenAETH},
-		{HasAtomicAckETH, lenAtomicAckETH}, {HasImmDt, lenImmDt}, {HasIETH, lenIETH},
-	} {
+	for _, x := range ethLens {
 		if h&x.h != 0 {
 			n += x.n
 		}
 	}
 	return n
+}
+
+// ethOffset returns the offset from the first BTH byte of extension header
+// x of an opcode with headers eth and skip bytes before them, 0 when eth
+// does not have x.
+func ethOffset(eth Header, skip uint8, x Header) uint8 {
+	if eth&x == 0 {
+		return 0
+	}
+	return uint8(lenBTH + int(skip) + ethLen(eth&(x-1)))
 }
 
 // String returns the opcode's name in the IBTA's words with the service in
