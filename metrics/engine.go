@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/rocescope/rocescope/capture"
+	"github.com/rocescope/rocescope/decode"
 )
 
 // Engine turns frames from capture sources into per-window states.
@@ -185,8 +186,11 @@ func (e *Engine) runInline(ctx context.Context, f *feed, emit func(*Window) erro
 // batches per shard, its closed windows and its close marks. runInline and
 // runPool each have one implementation.
 type output interface {
-	// event hands on a copy of ev, the event of a RoCE frame.
-	event(ev *event)
+	// event returns the event of a RoCE frame of the connection of src,
+	// dst and sport, added to the batch that carries it on, for the
+	// caller to fill before anything else is handed on: built in place,
+	// an event is not copied.
+	event(src, dst *decode.Addr, sport uint16) *event
 	// flush hands on the events of partly filled batches.
 	flush()
 	// window takes a reader's closed window.
@@ -205,12 +209,12 @@ type inlineOutput struct {
 	evs  []event
 }
 
-func (o *inlineOutput) event(ev *event) {
+func (o *inlineOutput) event(_, _ *decode.Addr, _ uint16) *event {
 	if len(o.evs) == cap(o.evs) {
 		o.flush()
 	}
 	o.evs = o.evs[:len(o.evs)+1]
-	o.evs[len(o.evs)-1] = *ev // append(o.evs, *ev) copies it to the stack first
+	return &o.evs[len(o.evs)-1]
 }
 
 func (o *inlineOutput) flush() {
@@ -477,10 +481,10 @@ func (o *poolOutput) send(k int) {
 // for the lines of its batch: 8 events, 768 bytes.
 const eventsAhead = 8
 
-func (o *poolOutput) event(ev *event) {
+func (o *poolOutput) event(src, dst *decode.Addr, sport uint16) *event {
 	k := 0
 	if n := uint64(len(o.out)); n > 1 {
-		k = shardOf(connHash(&ev.key.Src, &ev.key.Dst, ev.sport), n)
+		k = shardOf(connHash(src, dst, sport), n)
 	}
 	b := o.out[k]
 	if len(b.evs) == cap(b.evs) {
@@ -494,7 +498,7 @@ func (o *poolOutput) event(ev *event) {
 		prefetchWrite(uintptr(unsafe.Pointer(&b.evs[:n+eventsAhead+1][n+eventsAhead])))
 	}
 	b.evs = b.evs[:n+1]
-	b.evs[n] = *ev // append(b.evs, *ev) copies it to the stack first
+	return &b.evs[n]
 }
 
 // shardOf returns h mod n: the shard, of n, of the connection whose

@@ -31,8 +31,8 @@ func (rw *readerWindow) Index() int64 { return rw.index }
 type reader struct {
 	dec           decode.Decoder
 	pkt           decode.Packet
-	ev            event       // the event of the RoCE frame being accounted, before out copies it
-	filter        *filter.Set // nil: every frame is analyzed
+	brief         decode.Brief // of the RoCE frame being accounted
+	filter        *filter.Set  // nil: every frame is analyzed
 	seed          uint64
 	winLen        int64
 	burst         int64   // burst interval, ns
@@ -203,6 +203,13 @@ func (r *reader) account(f *capture.Frame) {
 	}
 	c[Packets]++
 	c[Bytes] += uint64(f.OrigLen)
+	// Most frames need no more than a Brief, which DecodeBrief reads
+	// straight from their bytes; a filter, and every other frame, need
+	// the whole Packet.
+	if r.filter == nil && r.dec.DecodeBrief(&r.brief, f.Data, f.Link) {
+		r.roce(rw, f, t)
+		return
+	}
 	// The expression looks at the bytes, the RoCE filter at what a frame
 	// that decodes says; a frame that does not decode is counted as such.
 	if r.filter != nil && !r.filter.Frame(f.Data, f.Link) {
@@ -224,6 +231,7 @@ func (r *reader) account(f *capture.Frame) {
 		return
 	}
 	if p.IsRoCE() {
+		p.Brief(&r.brief)
 		r.roce(rw, f, t)
 		return
 	}
@@ -246,64 +254,58 @@ func (r *reader) account(f *capture.Frame) {
 	c[OtherPackets]++
 }
 
-// roce accounts a frame with a BTH and hands it to the per-flow stage.
+// roce accounts a RoCE frame, of which r.brief holds what counts, and hands
+// it to the per-flow stage.
 func (r *reader) roce(rw *readerWindow, f *capture.Frame, t int64) {
-	p := &r.pkt
+	b := &r.brief
 	c := &rw.counters
-	op := p.BTH.Opcode
+	op := b.Opcode
 	c[RoCEPackets]++
 	c[opcodeBase+int(op)]++
-	c[PayloadBytes] += uint64(p.PayloadLen)
-	var sport uint16
-	if p.Headers&decode.HasUDP != 0 {
-		sport = p.SrcPort
-	}
-	// The event is built apart and then copied into the batch that
-	// carries it on: with several workers, the batch is known only once
-	// the connection's hash is, and its fields need not wait for that.
-	ev := &r.ev
+	c[PayloadBytes] += uint64(b.PayloadLen)
+	ev := r.out.event(&b.Src, &b.Dst, b.SrcPort)
 	// One field at a time, and the hash from the decoded addresses: a
 	// composite literal is staged on the stack, and a copy of a 17-byte
 	// address is two overlapping 16-byte moves, which words loaded from
 	// it right after wait for (store forwarding fails; perf put a third
 	// of roce's samples on the one and two thirds of Hash's on the
 	// other). The decoder stores the addresses a word at a time.
-	ev.key.Src = p.Src
-	ev.key.Dst = p.Dst
-	ev.key.DQP = p.BTH.DestQP
-	ev.hash = hashKey(&p.Src, &p.Dst, p.BTH.DestQP, r.seed)
+	ev.key.Src = b.Src
+	ev.key.Dst = b.Dst
+	ev.key.DQP = b.DestQP
+	ev.hash = hashKey(&b.Src, &b.Dst, b.DestQP, r.seed)
 	ev.time = t
 	ev.win = rw.index
 	ev.wire = f.OrigLen
-	ev.payload = p.PayloadLen
-	ev.psn = p.BTH.PSN
-	ev.dmaLen = p.RETH.DMALen
-	ev.sqp = p.DETH.SrcQP
-	ev.sport = sport
+	ev.payload = b.PayloadLen
+	ev.psn = b.PSN
+	ev.dmaLen = b.DMALen
+	ev.sqp = b.SrcQP
+	ev.sport = b.SrcPort
 	ev.opcode = op
 	ev.slot = r.slot(rw.index, t)
-	ev.aeth = p.AETH.Syndrome
+	ev.aeth = b.Syndrome
 	fl := opFlags[op]
-	if p.ECNCE() {
+	if b.CE {
 		fl |= evCE
 		c[ECNCE]++
 	}
-	if p.BTH.FECN {
+	if b.FECN {
 		fl |= evFECN
 		c[FECN]++
 	}
-	if p.BTH.BECN {
+	if b.BECN {
 		fl |= evBECN
 		c[BECN]++
 	}
-	if p.BTH.AckReq {
+	if b.AckReq {
 		fl |= evAckReq
 	}
-	if p.Headers&decode.HasDETH != 0 {
+	if b.Headers&decode.HasDETH != 0 {
 		fl |= evSQP
 	}
-	if p.Headers&decode.HasAETH != 0 {
-		switch p.AETH.Kind() {
+	if b.Headers&decode.HasAETH != 0 {
+		switch a := (decode.AETH{Syndrome: b.Syndrome}); a.Kind() {
 		case decode.AckACK:
 			if op.IsAcknowledge() {
 				fl |= evAck
@@ -312,17 +314,16 @@ func (r *reader) roce(rw *readerWindow, f *capture.Frame, t int64) {
 		case decode.AckNAK:
 			fl |= evNAK
 			c[NAKs]++
-			c[nakCodeBase+int(p.AETH.NAKCode()&31)]++
+			c[nakCodeBase+int(a.NAKCode()&31)]++
 		case decode.AckRNRNAK:
 			fl |= evRNR
 			c[RNRNAKs]++
 		}
 	}
-	if fl&evFullMTU != 0 && p.PayloadLen < minPMTU {
+	if fl&evFullMTU != 0 && b.PayloadLen < minPMTU {
 		fl &^= evFullMTU // a short First/Middle packet says nothing about the MTU
 	}
 	ev.flags = fl
-	r.out.event(ev)
 	if fl&evEndsMessage != 0 {
 		c[Messages]++
 	}
@@ -335,10 +336,12 @@ func (r *reader) roce(rw *readerWindow, f *capture.Frame, t int64) {
 	if op.IsAtomic() {
 		c[Atomics]++
 	}
-	if p.Headers&decode.HasCM != 0 {
+	if b.Headers&decode.HasCM != 0 {
+		// Only Decode finds a CM MAD: r.pkt holds the frame.
+		m := &r.pkt.CM
 		c[CMPackets]++
-		rw.cm = append(rw.cm, CMMessage{Src: p.Src, Dst: p.Dst, AttrID: p.CM.AttrID,
-			LocalCommID: p.CM.LocalCommID, RemoteCommID: p.CM.RemoteCommID, LocalQPN: p.CM.LocalQPN})
+		rw.cm = append(rw.cm, CMMessage{Src: b.Src, Dst: b.Dst, AttrID: m.AttrID,
+			LocalCommID: m.LocalCommID, RemoteCommID: m.RemoteCommID, LocalQPN: m.LocalQPN})
 	}
 }
 
