@@ -60,8 +60,8 @@ func (e *Engine) Frames() uint64 { return e.frames.Load() }
 
 // batchSize is the number of frames read and events moved between stages
 // at once. With two workers on two cores, 1024 rather than 256 saves a
-// tenth of the CPU (fewer hand-overs and wake-ups); the prefetching passes
-// of handleBatch still find their lines in the cache.
+// tenth of the CPU (fewer hand-overs and wake-ups); a shard prefetches for
+// and handles a batch in chunks of handleChunk events.
 const batchSize = 1024
 
 // msgQueue is how many messages (closed shard windows, reader windows and

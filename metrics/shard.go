@@ -67,18 +67,18 @@ const (
 type shard struct {
 	cfg    *Config
 	tab    *table
-	open   ring[*Window]         // the open windows
-	late   []*Window             // late parts of windows the ring closed, for a lagging reader (lateWindow)
-	high   int64                 // newest window index opened
-	active [2][]int32            // slab positions of the flows whose counters are in the open window of each parity
-	lines  lines                 // scratch of handleBatch and flush: the lines to prefetch
-	ahead  [batchSize]uint32     // scratch of handleBatch: the entry each event's lookup will compare first (table.probe)
-	pairs  [batchSize]connHashes // scratch of handleBatch: the connection hashes of the events whose ahead is 0
-	pool   *windowPool           // where open windows come from
-	closed []*Window             // windows closed since the last drain
-	flows  int                   // flows of the last window closed: what a new one is made room for
-	lists  int64                 // flow lists numbered so far (newList)
-	order  flowOrder             // scratch of the sort of a closing window's flow list
+	open   ring[*Window]           // the open windows
+	late   []*Window               // late parts of windows the ring closed, for a lagging reader (lateWindow)
+	high   int64                   // newest window index opened
+	active [2][]int32              // slab positions of the flows whose counters are in the open window of each parity
+	lines  lines                   // scratch of handleChunk and flush: the lines to prefetch
+	ahead  [handleChunk]uint32     // scratch of handleChunk: the entry each event's lookup will compare first (table.probe)
+	pairs  [handleChunk]connHashes // scratch of handleChunk: the connection hashes of the events whose ahead is 0
+	pool   *windowPool             // where open windows come from
+	closed []*Window               // windows closed since the last drain
+	flows  int                     // flows of the last window closed: what a new one is made room for
+	lists  int64                   // flow lists numbered so far (newList)
+	order  flowOrder               // scratch of the sort of a closing window's flow list
 }
 
 func newShard(cfg *Config, capacity int, pool *windowPool) *shard {
@@ -87,7 +87,7 @@ func newShard(cfg *Config, capacity int, pool *windowPool) *shard {
 		tab:   newTable(capacity, cfg.Seed),
 		high:  noWindow,
 		pool:  pool,
-		lines: make(lines, 0, 6*batchSize), // what handleBatch's third pass may ask for at most
+		lines: make(lines, 0, 6*handleChunk), // what handleChunk's third pass may ask for at most
 	}
 }
 
@@ -409,19 +409,36 @@ func (s *shard) evictAll(idxs []int32) {
 	}
 }
 
-// handleBatch accounts a batch of RoCE frames. It first prefetches the
-// home index slot of every event, then the hot lines of the entry whose
-// tag matches there or after it (table.probe), or for a flow the table
-// does not hold the connection index slots admit reads, then the cold
-// lines the frame will touch: the activity profile when its next run may
-// move the runs into it, the window bookkeeping when it is the flow's
-// first frame in a window, the requests waiting for answers when it waits
-// for one or answers the peer's; for a new flow, the entry of the reverse
-// direction admit pairs it with. Each pass asks for lines that do not
-// depend on each other, so that their misses overlap; then it handles the
-// events in order with their entries in the cache, comparing first the
-// entry the second pass found.
+// handleBatch accounts a batch of RoCE frames, handleChunk events at a time.
 func (s *shard) handleBatch(evs []event) {
+	for len(evs) > 0 {
+		n := min(len(evs), handleChunk)
+		s.handleChunk(evs[:n])
+		evs = evs[n:]
+	}
+}
+
+// handleChunk is how many events handleBatch prefetches for at a time:
+// enough for the misses of a pass to overlap, few enough that the events
+// and the lines the passes ask for (up to six a frame) are still in the
+// first-level cache when the events are handled. Passes over a whole
+// batch of 1024 read the events back from the second level and found
+// some of the lines gone.
+const handleChunk = 128
+
+// handleChunk accounts RoCE frames. It first prefetches the home index
+// slot of every event, then the hot lines of the entry whose tag matches
+// there or after it (table.probe), or for a flow the table does not hold
+// the connection index slots admit reads, then the cold lines the frame
+// will touch: the activity profile when its next run may move the runs
+// into it, the window bookkeeping when it is the flow's first frame in a
+// window, the requests waiting for answers when it waits for one or
+// answers the peer's; for a new flow, the entry of the reverse direction
+// admit pairs it with. Each pass asks for lines that do not depend on each
+// other, so that their misses overlap; then it handles the events in order
+// with their entries in the cache, comparing first the entry the second
+// pass found.
+func (s *shard) handleChunk(evs []event) {
 	t := s.tab
 	l := &s.lines
 	for i := range evs {
@@ -487,7 +504,7 @@ func (s *shard) handle(ev *event, hint uint32, p *connHashes) {
 	idx := t.lookupAt(hint, &ev.key, ev.hash)
 	if idx < 0 {
 		if hint != 0 && ev.sport != 0 {
-			*p = newConnHashes(&ev.key, ev.sport) // handleBatch expected the flow
+			*p = newConnHashes(&ev.key, ev.sport) // handleChunk expected the flow
 		}
 		if idx = s.admit(ev, p); idx < 0 {
 			s.untracked(win, ev)

@@ -96,7 +96,7 @@ func (t *table) lookupAt(hint uint32, key *FlowKey, h uint64) int32 {
 
 // probe returns the slab position + 1 of the first entry from the home
 // slot of hash h whose tag is h's, or 0 when an empty slot comes first:
-// the entry a lookup of h compares first, which handleBatch loads ahead.
+// the entry a lookup of h compares first, which handleChunk loads ahead.
 func (x *index) probe(h uint64) uint32 {
 	tag := uint32(h >> 32)
 	for i := x.home(h); ; i = (i + 1) & x.mask {
@@ -184,7 +184,7 @@ func pairMix(src, dst uint64, sport uint16) uint64 {
 }
 
 // connHashes are the connection index hashes (pairHash) of a new flow's
-// direction and of its reverse, which handleBatch needs three times and
+// direction and of its reverse, which handleChunk needs three times and
 // admit twice: computed once, from one mix of each address.
 type connHashes struct{ own, rev uint64 }
 
