@@ -240,3 +240,30 @@ func TestMergeShardFlows(t *testing.T) {
 		t.Errorf("normalize(flow twice) = %d records, packets %d; want 1 record, 2", len(got), got[0].C[FlowPackets])
 	}
 }
+
+// TestMergeShardFlowsTakesList checks that a window with no flows yet takes
+// a shard's list, and its memory, instead of copying the records into room
+// of its own (where lists live in regions of their own: Linux).
+func TestMergeShardFlowsTakesList(t *testing.T) {
+	w, v := &Window{}, &Window{}
+	growFlows(w, 4096)
+	for i := range 10 {
+		newFlow(v, &FlowKey{DQP: uint32(i)})
+	}
+	if !v.flowMem.holds(v.Flows) {
+		t.Skip("flow lists are not in regions of their own on this platform")
+	}
+	first, mem := &v.Flows[0], v.flowMem.b
+	w.mergeShardFlows(v)
+	if len(w.Flows) != 10 || &w.Flows[0] != first || &w.flowMem.b[0] != &mem[0] {
+		t.Fatalf("merged list of %d records is not the shard's list in its region", len(w.Flows))
+	}
+	for i := range w.Flows {
+		if w.Flows[i].Key.DQP != uint32(i) {
+			t.Fatalf("record %d has QP %d", i, w.Flows[i].Key.DQP)
+		}
+	}
+	if len(v.Flows) != 0 || v.flowMem.holds(w.Flows) {
+		t.Fatalf("the shard's window kept %d records, or the merged list's memory", len(v.Flows))
+	}
+}
