@@ -88,12 +88,12 @@ func TestDecodeBriefFields(t *testing.T) {
 // shared captures.
 func TestDecodeBrief(t *testing.T) {
 	common := map[string]bool{
-		"RoCEv2 NAK, bytes by hand":          true,
-		"RoCEv2 WRITE First":                 true,
-		"CNP with ECN-CE and BECN":           true,
-		"payload cut by the snap length":     true,
-		"RoCE port 1234":                     true,
-		"IPv4 DF alone is no fragment":       true,
+		"RoCEv2 NAK, bytes by hand":      true,
+		"RoCEv2 WRITE First":             true,
+		"CNP with ECN-CE and BECN":       true,
+		"payload cut by the snap length": true,
+		"RoCE port 1234":                 true,
+		"IPv4 DF alone is no fragment":   true,
 	}
 	seen := map[string]bool{}
 	for _, c := range decodeCases(t) {
