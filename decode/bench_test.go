@@ -1,6 +1,7 @@
 package decode_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/rocescope/rocescope/decode"
@@ -46,6 +47,30 @@ func BenchmarkDecode(b *testing.B) {
 			b.SetBytes(int64(len(c.frame)))
 			for b.Loop() {
 				sinkErr = p.Decode(c.frame, decode.LinkEthernet)
+			}
+		})
+	}
+}
+
+// sinkOK keeps DecodeBrief's results alive.
+var sinkOK bool
+
+// BenchmarkDecodeBrief decodes the same frames as BenchmarkDecode with
+// DecodeBrief, which takes the four common ones and turns down the
+// mirrored one (which Decode then decodes in full).
+func BenchmarkDecodeBrief(b *testing.B) {
+	var d decode.Decoder
+	for _, c := range benchFrames() {
+		b.Run(c.name, func(b *testing.B) {
+			var br decode.Brief
+			want := !strings.HasPrefix(c.name, "ERSPAN")
+			if got := d.DecodeBrief(&br, c.frame, decode.LinkEthernet); got != want {
+				b.Fatalf("setup: DecodeBrief took the frame: %v, want %v", got, want)
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(c.frame)))
+			for b.Loop() {
+				sinkOK = d.DecodeBrief(&br, c.frame, decode.LinkEthernet)
 			}
 		})
 	}
