@@ -46,30 +46,25 @@ func (p *Packet) Brief(b *Brief) {
 // state, for every other frame, which Decode then decodes in full. For a
 // frame it takes, b holds what [Packet.Brief] gives after Decode.
 func (d *Decoder) DecodeBrief(b *Brief, frame []byte, link LinkType) bool {
-	port := d.RoCEPort
-	if port == 0 {
-		port = DefaultRoCEPort
-	}
 	if link != LinkEthernet {
 		return false
 	}
-	s, ok := roceShape(frame, port)
+	s, ok := roceShape(frame, d.port())
 	if !ok {
 		return false
 	}
 	l3 := frame[s.l3:]
-	var ecn uint8
+	var tc uint8 // the type of service or traffic class: DSCP and ECN
 	if s.hl == 20 {
-		ecn = l3[1] & 3
-		b.Src.set4(l3[12:16])
-		b.Dst.set4(l3[16:20])
+		tc = ipv4Addrs(l3, &b.Src, &b.Dst)
 	} else {
-		ecn = uint8(be16(l3[0:2])>>4) & 3
+		// As setIPv6, which fills more (a shared helper does not inline).
+		tc = uint8(be16(l3[0:2]) >> 4)
 		b.Src.set16(l3[8:24], AddrIPv6)
 		b.Dst.set16(l3[24:40], AddrIPv6)
 	}
 	u := l3[s.hl:]
-	b.SrcPort, b.CE = be16(u[0:2]), ecn == 3
+	b.SrcPort, b.CE = be16(u[0:2]), tc&3 == 3
 	return b.transport(u[8:], s.ulen-8)
 }
 

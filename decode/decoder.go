@@ -16,6 +16,14 @@ type Decoder struct {
 	RoCEPort uint16
 }
 
+// port returns the UDP destination port that carries RoCEv2.
+func (d *Decoder) port() uint16 {
+	if d.RoCEPort == 0 {
+		return DefaultRoCEPort
+	}
+	return d.RoCEPort
+}
+
 // defaultDecoder serves [Packet.Decode].
 var defaultDecoder Decoder
 
@@ -52,10 +60,7 @@ func (p *Packet) Decode(frame []byte, link LinkType) error {
 // frames decode with a nil error and KindOther.
 func (d *Decoder) Decode(p *Packet, frame []byte, link LinkType) error {
 	p.Headers, p.Kind, p.Err, p.PayloadLen, p.Payload = 0, KindOther, 0, 0, nil
-	port := d.RoCEPort
-	if port == 0 {
-		port = DefaultRoCEPort
-	}
+	port := d.port()
 	var e Error
 	switch link {
 	case LinkEthernet:
@@ -405,9 +410,17 @@ func (p *Packet) ipv4(b []byte, port uint16) Error {
 // setIPv4 fills the fields of the 20-byte IPv4 header at b; the caller
 // sets HasIPv4.
 func (p *Packet) setIPv4(b []byte) {
-	p.DSCP, p.ECN, p.TTL, p.IPLen = b[1]>>2, b[1]&3, b[8], be16(b[2:4])
-	p.Src.set4(b[12:16])
-	p.Dst.set4(b[16:20])
+	tos := ipv4Addrs(b, &p.Src, &p.Dst)
+	p.DSCP, p.ECN, p.TTL, p.IPLen = tos>>2, tos&3, b[8], be16(b[2:4])
+}
+
+// ipv4Addrs sets src and dst to the addresses of the 20-byte IPv4 header
+// at b and returns its type of service byte (DSCP and ECN).
+func ipv4Addrs(b []byte, src, dst *Addr) (tos uint8) {
+	_ = b[19]
+	src.set4(b[12:16])
+	dst.set4(b[16:20])
+	return b[1]
 }
 
 // ipv6 decodes an IPv6 header, its hop-by-hop, routing, fragment and
