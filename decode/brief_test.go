@@ -111,23 +111,26 @@ func TestDecodeBrief(t *testing.T) {
 		}
 	}
 
-	files := append(testdataFiles(t), corpusFilesIfAny(t)...)
+	synthetic := testdataFiles(t)
 	var d decode.Decoder
-	for _, path := range files {
+	tookSynthetic := 0
+	for i, path := range append(synthetic, corpusFilesIfAny(t)...) {
 		link, recs, err := readPcap(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		took, roce := 0, 0
-		var p decode.Packet
+		took := 0
 		for _, r := range recs {
 			if checkBrief(t, &d, r.data, link) {
 				took++
 			}
-			if d.Decode(&p, r.data, link) == nil && p.Kind == decode.KindRoCEv2 && p.Headers&decode.HasCM == 0 {
-				roce++
-			}
 		}
-		t.Logf("%s: DecodeBrief took %d of %d frames (%d RoCEv2 frames without a CM MAD decode)", path, took, len(recs), roce)
+		if i < len(synthetic) {
+			tookSynthetic += took
+		}
+		t.Logf("%s: DecodeBrief took %d of %d frames", path, took, len(recs))
+	}
+	if tookSynthetic == 0 {
+		t.Error("DecodeBrief took none of the synthetic captures' frames")
 	}
 }
