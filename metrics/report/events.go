@@ -344,7 +344,7 @@ func (rp *Reporter) incasts(w *metrics.Window, evs []Event) []Event {
 // of n flows.
 func (rp *Reporter) resetDsts(n int) {
 	rp.dsts = rp.dsts[:0]
-	clear(rp.dstAt)
+	rp.dstAt.reset()
 	rp.nextFlow = scratch.Resize(rp.nextFlow, n)
 }
 
@@ -363,11 +363,11 @@ func (rp *Reporter) addDst(i int32, f *metrics.FlowRecord) {
 	if peak == 0 {
 		return
 	}
-	d, ok := rp.dstAt[f.Key.Dst]
-	if !ok {
+	d, slot := rp.dstAt.find(rp.dsts, &f.Key.Dst)
+	if d < 0 {
 		d = int32(len(rp.dsts))
-		rp.dstAt[f.Key.Dst] = d
 		rp.dsts = append(rp.dsts, dstAgg{addr: f.Key.Dst, head: -1})
+		rp.dstAt.add(rp.dsts, d, slot)
 	}
 	a := &rp.dsts[d]
 	a.peak += peak << densityShift

@@ -114,7 +114,7 @@ type Reporter struct {
 	// Events: those of the previous window that went on to its end, and
 	// of the window being built; scratch space of the incast search.
 	open, next map[eventKey]openEvent
-	dstAt      map[decode.Addr]int32 // positions in dsts
+	dstAt      dstIndex // positions in dsts
 	dsts       []dstAgg
 	nextFlow   []int32 // per flow: the next flow into its destination, -1 for none
 	points     []slotPoint
@@ -178,7 +178,6 @@ func NewReporter(cfg *metrics.Config) (*Reporter, error) {
 		maxPairs: 4 * c.TableSize,
 		open:     make(map[eventKey]openEvent),
 		next:     make(map[eventKey]openEvent),
-		dstAt:    make(map[decode.Addr]int32),
 		active:   make(map[decode.Addr]int),
 	}, nil
 }
