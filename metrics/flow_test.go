@@ -267,3 +267,48 @@ func TestMergeShardFlowsTakesList(t *testing.T) {
 		t.Fatalf("the shard's window kept %d records, or the merged list's memory", len(v.Flows))
 	}
 }
+
+// TestNormalizeMergesRepeats checks normalize on shuffled lists long enough
+// for the radix sort, with hashes shared by different flows and flows
+// listed several times (or not), against an independent result: records
+// summed per key in a map, sorted by hash then key, opcodes in order.
+func TestNormalizeMergesRepeats(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, repeats := range []bool{false, true} {
+		var list []FlowRecord
+		want := map[FlowKey]*FlowRecord{}
+		for i := range 3000 {
+			k := i
+			if repeats && i%5 == 0 {
+				k = rng.IntN(i + 1) // a flow seen before, or a new one
+			}
+			f := FlowRecord{Key: FlowKey{Src: decode.AddrFrom4([4]byte{10, 0, byte(k >> 8), byte(k)}), DQP: uint32(k)}, hash: uint64(k%61) << 40}
+			f.C[FlowPackets] = uint64(i + 1)
+			f.Ops.Add(uint8(200-i%7), 1)
+			f.Ops.Add(uint8(i%3), 2)
+			list = append(list, f)
+			if w, ok := want[f.Key]; ok {
+				w.merge(&f)
+			} else {
+				c := f
+				want[f.Key] = &c
+			}
+		}
+		rng.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
+		var o flowOrder
+		got := o.normalize(list)
+		if len(got) != len(want) {
+			t.Fatalf("repeats %v: %d records, want %d flows", repeats, len(got), len(want))
+		}
+		for i := range got {
+			w := want[got[i].Key]
+			w.Ops.sort()
+			if i > 0 && CompareFlows(&got[i-1], &got[i]) >= 0 {
+				t.Fatalf("repeats %v: records %d and %d out of order", repeats, i-1, i)
+			}
+			if got[i].C != w.C || got[i].Ops != w.Ops {
+				t.Fatalf("repeats %v: record %d (%v) has %v %v, want %v %v", repeats, i, got[i].Key, got[i].C[FlowPackets], got[i].Ops, w.C[FlowPackets], w.Ops)
+			}
+		}
+	}
+}
