@@ -156,6 +156,9 @@ type feed struct {
 	next int        // frames of b before next are accounted
 	err  error      // what the Next that filled b returned
 	held heldFrames // the frames that confirmed a step back, for the next segment
+	// src's totals when its reader last closed a window: a new segment's
+	// reader counts their growth from there, not again from zero.
+	last capture.Stats
 }
 
 // clockStep is what read returns when its reader confirmed a step back of
@@ -270,7 +273,7 @@ func (e *Engine) shard(k int) *shard {
 // left in f's batch are for the next segment). A live capture hands its
 // events on after each batch of the source, and moves the clock.
 func (e *Engine) read(ctx context.Context, f *feed, r *reader) error {
-	r.src = f.src
+	r.src, r.last = f.src, &f.last
 	if e.cfg.Live {
 		r.startLive(time.Now().UnixNano())
 	}

@@ -57,9 +57,11 @@ type reader struct {
 	open          ring[*readerWindow]
 	tracks        map[pauseKey]pauseTrack // PFC pauses per source MAC and priority
 
-	out  output         // where events, closed windows and marks go
-	src  capture.Source // whose drops and errors the windows count, or nil
-	last capture.Stats  // src's totals at the last window close
+	out output         // where events, closed windows and marks go
+	src capture.Source // whose drops and errors the windows count, or nil
+	// src's totals at the last window close, kept with the source across
+	// segments: a reader of a new segment counts only their growth.
+	last *capture.Stats
 }
 
 // A frame more than maxTimeJump after the newest frame so far is held in
@@ -526,7 +528,7 @@ func (r *reader) closeWindow(rw *readerWindow, last bool) {
 		st := r.src.Stats()
 		rw.counters[KernelDrops] += since(st.Dropped, r.last.Dropped)
 		rw.counters[SourceErrors] += since(st.Errors, r.last.Errors)
-		r.last = st
+		*r.last = st
 	}
 	r.out.window(rw)
 }

@@ -604,4 +604,28 @@ func TestEngineCountsSourceDrops(t *testing.T) {
 			}
 		}
 	}
+	// A step back of the clock ends a segment and starts the next with
+	// new readers: the source's totals still count once.
+	f := testframes.Trace().Frames[0]
+	var stepped []capture.Frame
+	for _, from := range []int64{testframes.Epoch, testframes.Epoch - 600*int64(time.Second)} {
+		for i := range 2000 {
+			f.Time = from + int64(i)*int64(time.Millisecond)
+			stepped = append(stepped, f)
+		}
+	}
+	for _, workers := range []int{1, 2} {
+		d := &dropSource{Source: &testframes.Source{Frames: stepped, Per: 50}}
+		wins := runEngine(t, &Config{Workers: workers, Host: "h"}, d)
+		var drops uint64
+		segments := map[uint32]bool{}
+		for _, w := range wins {
+			drops += w.Counters[KernelDrops]
+			segments[w.Segment] = true
+		}
+		if drops != d.dropped || len(segments) != 2 {
+			t.Errorf("clock stepped back, %d workers: kernel_drops %d in %d segments; the source counted %d, want 2 segments",
+				workers, drops, len(segments), d.dropped)
+		}
+	}
 }
