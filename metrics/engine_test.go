@@ -174,6 +174,58 @@ func TestEngineLiveFrameInClosedWindow(t *testing.T) {
 	}
 }
 
+// backlogSource delivers, in order, frames stamped from 300 ms before its
+// first batch on, a millisecond apart, 25 a batch: a live capture whose
+// reader runs behind the link by more than the windows' lateness, as when
+// the capture host is busy.
+type backlogSource struct {
+	frame capture.Frame
+	n     int
+	from  int64
+	sent  int
+}
+
+func (s *backlogSource) Next(b *capture.Batch) error {
+	b.Frames = b.Frames[:0]
+	if s.sent == 0 {
+		s.from = time.Now().Add(-300 * time.Millisecond).UnixNano()
+	}
+	for s.sent < s.n && len(b.Frames) < 25 {
+		f := s.frame
+		f.Time = s.from + int64(s.sent)*int64(time.Millisecond)
+		b.Frames = append(b.Frames, f)
+		s.sent++
+	}
+	if len(b.Frames) == 0 {
+		return io.EOF
+	}
+	return nil
+}
+
+func (s *backlogSource) Stats() capture.Stats { return capture.Stats{} }
+func (s *backlogSource) Close() error         { return nil }
+
+// TestEngineLiveBacklog: frames a live capture takes late but in order,
+// older than every window the wall clock left open, are late frames, not a
+// step back of the clock: every frame is counted, in one segment. (Taken
+// for steps, they started a new segment every jumpConfirm frames.)
+func TestEngineLiveBacklog(t *testing.T) {
+	for _, workers := range []int{1, 2} {
+		src := &backlogSource{frame: testframes.Trace().Frames[0], n: 10 * jumpConfirm}
+		wins := runEngine(t, &Config{Workers: workers, Host: "h", Live: true, Window: 10 * time.Millisecond}, src)
+		var total Counters
+		segments := map[uint32]bool{}
+		for _, w := range wins {
+			total.Add(&w.Counters)
+			segments[w.Segment] = true
+		}
+		if total[Packets] != uint64(src.n) || len(segments) != 1 || total[TimeJumps] != 0 || total[LatePackets] == 0 {
+			t.Errorf("%d workers: %d packets (%d late, %d time jumps) in %d segments; want %d packets, some late, in 1 segment",
+				workers, total[Packets], total[LatePackets], total[TimeJumps], len(segments), src.n)
+		}
+	}
+}
+
 // endlessSource delivers the same frames forever, like a busy live link. It
 // records a Close that comes while the frames of its last batch are still
 // lent to the caller: on a mapped file or a ring that frees their memory.

@@ -41,6 +41,7 @@ type reader struct {
 	lateness      int64
 	started       bool       // the clock is set: a frame arrived, or a live capture started
 	maxT          int64      // the clock: the newest frame time (or wall-clock time, live), when started
+	maxFrame      int64      // live: the newest frame time, which a step back of the clock goes behind
 	first         int64      // the clock when it was set: where the input's coverage begins
 	closeAt       int64      // maxT at which the oldest open window closes
 	high          int64      // newest window index opened
@@ -90,6 +91,7 @@ func newReader(cfg *Config, out output) *reader {
 		high:          noWindow,
 		closedThrough: noWindow,
 		live:          cfg.Live,
+		maxFrame:      math.MinInt64,
 		idxLo:         1, // no time is in [1, 0)
 	}
 	r.minIdx, r.maxIdx = -(math.MaxInt64 / r.winLen), math.MaxInt64/r.winLen-1
@@ -155,9 +157,17 @@ func floorDiv(a, b int64) int64 {
 // frame accounts one frame. A frame older than every window still open is
 // held, with those in a row after it: either a frame that is not follows
 // and they are accounted as late before it, or jumpConfirm of them confirm
-// a step back of the clock (stepped) and they go to the next segment.
+// a step back of the clock (stepped) and they go to the next segment. In a
+// live capture the windows follow the wall clock, and a frame is held only
+// when it is also older than the newest frame: frames that come in order
+// but late (a reader running behind the link) are late frames, not a step
+// back of the clock.
 func (r *reader) frame(f *capture.Frame) {
-	if r.started && f.Time <= r.maxT && r.isBehind(r.index(f.Time)) {
+	newest := r.maxT
+	if r.live {
+		newest, r.maxFrame = r.maxFrame, max(r.maxFrame, f.Time)
+	}
+	if r.started && f.Time <= newest && r.isBehind(r.index(f.Time)) {
 		r.jumps = 0
 		r.behind.add(f)
 		r.stepped = len(r.behind.frames) >= jumpConfirm
