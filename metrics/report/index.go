@@ -14,6 +14,7 @@ import (
 // scattered ones. It is built on the window's first lookup.
 type flowIndex struct {
 	w     *metrics.Window // the window indexed, nil for none
+	next  *metrics.Window // the window being indexed (begin)
 	shift uint            // 64 minus the bits of the directory
 	start []int32         // start[b]: the first position whose hash has top bits ≥ b; 2^bits+1 entries
 }
@@ -22,26 +23,38 @@ type flowIndex struct {
 // more than 16 million flows, which then share buckets.
 const maxIndexBits = 24
 
-// reset forgets the window indexed: its list may have changed.
-func (x *flowIndex) reset() { x.w = nil }
-
 // build indexes the flow list of w.
 func (x *flowIndex) build(w *metrics.Window) {
-	flows := w.Flows
-	b := min(max(bits.Len(uint(len(flows))), 1), maxIndexBits)
-	x.w, x.shift = w, uint(64-b)
-	n := 1<<b + 1
-	x.start = scratch.Resize(x.start, n)
-	clear(x.start)
-	for i := range flows {
-		x.start[flows[i].Hash()>>x.shift+1]++
+	x.begin(w)
+	for i := range w.Flows {
+		x.add(w.Flows[i].Hash())
 	}
-	for i := 1; i < n; i++ {
-		x.start[i] += x.start[i-1]
-	}
+	x.done()
 }
 
-// find returns the position of the flow with key k in w, or -1.
+// begin starts indexing the flow list of w, for a pass over it that adds
+// each record's hash in order (add) and then calls done.
+func (x *flowIndex) begin(w *metrics.Window) {
+	b := min(max(bits.Len(uint(len(w.Flows))), 1), maxIndexBits)
+	x.w, x.shift = nil, uint(64-b)
+	x.start = scratch.Resize(x.start, 1<<b+1)
+	clear(x.start)
+	x.next = w
+}
+
+// add counts the record of hash h.
+func (x *flowIndex) add(h uint64) { x.start[h>>x.shift+1]++ }
+
+// done completes the index begun.
+func (x *flowIndex) done() {
+	for i := 1; i < len(x.start); i++ {
+		x.start[i] += x.start[i-1]
+	}
+	x.w, x.next = x.next, nil
+}
+
+// find returns the position of the flow with key k in w, or -1. It indexes
+// w first unless a pass over w indexed it last (begin, add, done).
 func (x *flowIndex) find(w *metrics.Window, k metrics.FlowKey) int32 {
 	if x.w != w {
 		x.build(w)

@@ -121,6 +121,7 @@ type Reporter struct {
 	active     map[decode.Addr]int // runs going on per source address
 	load       []uint64            // per burst slot: the change of a destination's aggregate (reaches)
 	index      flowIndex           // the window's flows by key
+	carriers   []int32             // positions of the window's flows that carried CNPs
 }
 
 // flowRate is a flow's rate in a window.
@@ -264,7 +265,6 @@ func forget[K comparable](m map[K]pairing, before int64) {
 // the previously built one in time. The report's lists are its own.
 func (rp *Reporter) Build(w *metrics.Window) *Report {
 	rp.now = w.Index()
-	rp.index.reset() // w may be the last window's, refilled
 	rp.learn(w)
 	r := &Report{Window: w, Flows: w.Distinct.Estimate()}
 	r.Exact = w.Counters[metrics.UntrackedPackets] == 0
@@ -276,17 +276,13 @@ func (rp *Reporter) Build(w *metrics.Window) *Report {
 	if !hasPrev {
 		rp.prev = rp.prev[:0]
 	}
-	if rp.summing {
-		clear(rp.cnp)
-	} else {
-		rp.attributeCNPs(w)
-	}
-	r.CNPUnattributed = rp.cnp[unattributed]
-	if len(rp.cnp) > 0 {
-		r.cnp = maps.Clone(rp.cnp)
-	}
 
 	flows := w.Flows
+	// The pass below also counts the flows into the directory of the
+	// window's flows by hash and lists those that carried CNPs, which
+	// need the directory: a pass of its own each read every record.
+	rp.index.begin(w)
+	rp.carriers = rp.carriers[:0]
 	rp.cur = scratch.Resize(rp.cur, len(flows))[:0]
 	top := newTopList(rp.cfg.Top, func(i, j int32) int { return byBytes(&flows[i], &flows[j]) })
 	topRetrans := newTopList(rp.cfg.Top, func(i, j int32) int {
@@ -329,6 +325,10 @@ func (rp *Reporter) Build(w *metrics.Window) *Report {
 		rp.cur = rp.cur[:len(rp.cur)+1]
 		c := &rp.cur[len(rp.cur)-1]
 		c.hash = f.Hash()
+		rp.index.add(c.hash)
+		if f.C[metrics.FlowCNPCarried] > 0 {
+			rp.carriers = append(rp.carriers, int32(i))
+		}
 		c.key = f.Key
 		c.rate = rate
 		top.offer(int32(i))
@@ -344,6 +344,16 @@ func (rp *Reporter) Build(w *metrics.Window) *Report {
 	}
 	for ; j < len(rp.prev); j++ {
 		fellSilent(&rp.prev[j])
+	}
+	rp.index.done()
+	if rp.summing {
+		clear(rp.cnp)
+	} else {
+		rp.attributeCNPs(w)
+	}
+	r.CNPUnattributed = rp.cnp[unattributed]
+	if len(rp.cnp) > 0 {
+		r.cnp = maps.Clone(rp.cnp)
 	}
 	report := func(i int32) FlowReport { return rp.flowReport(w, i, secs, hasPrev) }
 	r.Top = collect(top.sorted(), report)
@@ -431,11 +441,21 @@ func (rp *Reporter) flowReport(w *metrics.Window, i int32, secs float64, hasPrev
 // fillSQP sets the source QP of f from the learned pairs when the engine
 // did not know it.
 func (rp *Reporter) fillSQP(f *metrics.FlowRecord) {
-	if !f.SQPKnown {
-		if p, ok := rp.pairs[end(f.Key.Dst, f.Key.DQP)]; ok && end(f.Key.Src, p.peer.qpn()) == p.peer {
-			f.SQP, f.SQPKnown = p.peer.qpn(), true
-		}
+	if f.SQPKnown {
+		return
 	}
+	if sqp, ok := rp.learnedSQP(&f.Key); ok {
+		f.SQP, f.SQPKnown = sqp, true
+	}
+}
+
+// learnedSQP returns the source QP of the flow of k that the learned pairs
+// give, if they give one.
+func (rp *Reporter) learnedSQP(k *metrics.FlowKey) (uint32, bool) {
+	if p, ok := rp.pairs[end(k.Dst, k.DQP)]; ok && end(k.Src, p.peer.qpn()) == p.peer {
+		return p.peer.qpn(), true
+	}
+	return 0, false
 }
 
 // collect returns the reports of the flows at idx.
@@ -447,27 +467,26 @@ func collect(idx []int32, report func(int32) FlowReport) []FlowReport {
 	return out
 }
 
-// attributeCNPs finds, for each flow of w that carried CNPs, the flow they
-// throttle, and counts the CNPs in rp.cnp by the throttled flow's position
-// (unattributed when it is not in the window): a CNP travels from the
-// responder B to the requester A with A's QP as its destination QP, and
-// throttles A→B toward B's QP.
+// attributeCNPs finds, for each flow of w that carried CNPs (rp.carriers),
+// the flow they throttle, and counts the CNPs in rp.cnp by the throttled
+// flow's position (unattributed when it is not in the window): a CNP
+// travels from the responder B to the requester A with A's QP as its
+// destination QP, and throttles A→B toward B's QP.
 func (rp *Reporter) attributeCNPs(w *metrics.Window) {
 	clear(rp.cnp)
-	for i := range w.Flows {
-		y := w.Flows[i]
-		n := y.C[metrics.FlowCNPCarried]
-		if n == 0 {
-			continue
+	for _, i := range rp.carriers {
+		y := &w.Flows[i]
+		sqp, known := y.SQP, y.SQPKnown
+		if !known {
+			sqp, known = rp.learnedSQP(&y.Key)
 		}
-		rp.fillSQP(&y)
 		j := int32(unattributed)
-		if y.SQPKnown {
-			if k := rp.index.find(w, metrics.FlowKey{Src: y.Key.Dst, Dst: y.Key.Src, DQP: y.SQP}); k >= 0 {
+		if known {
+			if k := rp.index.find(w, metrics.FlowKey{Src: y.Key.Dst, Dst: y.Key.Src, DQP: sqp}); k >= 0 {
 				j = k
 			}
 		}
-		rp.cnp[j] += n
+		rp.cnp[j] += y.C[metrics.FlowCNPCarried]
 	}
 }
 
