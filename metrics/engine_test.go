@@ -212,7 +212,11 @@ func (s *backlogSource) Close() error         { return nil }
 func TestEngineLiveBacklog(t *testing.T) {
 	for _, workers := range []int{1, 2} {
 		src := &backlogSource{frame: testframes.Trace().Frames[0], n: 10 * jumpConfirm}
-		wins := runEngine(t, &Config{Workers: workers, Host: "h", Live: true, Window: 10 * time.Millisecond}, src)
+		// Small sketches: the run emits a window every 10 ms of the wall
+		// clock, each copied whole by runEngine, also under the race
+		// detector, where megabytes a window added up to gigabytes.
+		wins := runEngine(t, &Config{Workers: workers, Host: "h", Live: true, Window: 10 * time.Millisecond,
+			TableSize: 1 << 12, DistinctBits: 1 << 12, CMWidth: 256, TopKSize: 64}, src)
 		var total Counters
 		segments := map[uint32]bool{}
 		for _, w := range wins {
