@@ -247,11 +247,15 @@ func (rp *Reporter) emit(evs []Event, k eventKey, e Event, cont, next *openEvent
 }
 
 // flow returns the Flow of record f, with the source QP the learned pairs
-// give.
+// give when the engine did not know it.
 func (rp *Reporter) flow(f *metrics.FlowRecord) Flow {
-	x := *f
-	rp.fillSQP(&x)
-	return Flow{Key: x.Key, SQP: x.SQP, SQPKnown: x.SQPKnown}
+	fl := Flow{Key: f.Key, SQP: f.SQP, SQPKnown: f.SQPKnown}
+	if !fl.SQPKnown {
+		if p, ok := rp.pairs[end(f.Key.Dst, f.Key.DQP)]; ok && end(f.Key.Src, p.peer.qpn()) == p.peer {
+			fl.SQP, fl.SQPKnown = p.peer.qpn(), true
+		}
+	}
+	return fl
 }
 
 // reverse returns the position in w of the flow that answers f (its

@@ -14,7 +14,6 @@ import (
 // scattered ones. It is built on the window's first lookup.
 type flowIndex struct {
 	w     *metrics.Window // the window indexed, nil for none
-	next  *metrics.Window // the window being indexed (begin)
 	shift uint            // 64 minus the bits of the directory
 	start []int32         // start[b]: the first position whose hash has top bits ≥ b; 2^bits+1 entries
 }
@@ -29,28 +28,27 @@ func (x *flowIndex) build(w *metrics.Window) {
 	for i := range w.Flows {
 		x.add(w.Flows[i].Hash())
 	}
-	x.done()
+	x.done(w)
 }
 
 // begin starts indexing the flow list of w, for a pass over it that adds
-// each record's hash in order (add) and then calls done.
+// each record's hash in order (add) and then calls done with w.
 func (x *flowIndex) begin(w *metrics.Window) {
 	b := min(max(bits.Len(uint(len(w.Flows))), 1), maxIndexBits)
 	x.w, x.shift = nil, uint(64-b)
 	x.start = scratch.Resize(x.start, 1<<b+1)
 	clear(x.start)
-	x.next = w
 }
 
 // add counts the record of hash h.
 func (x *flowIndex) add(h uint64) { x.start[h>>x.shift+1]++ }
 
-// done completes the index begun.
-func (x *flowIndex) done() {
+// done completes the index of w begun.
+func (x *flowIndex) done(w *metrics.Window) {
 	for i := 1; i < len(x.start); i++ {
 		x.start[i] += x.start[i-1]
 	}
-	x.w, x.next = x.next, nil
+	x.w = w
 }
 
 // find returns the position of the flow with key k in w, or -1. It indexes

@@ -42,7 +42,7 @@ func TestFlowIndex(t *testing.T) {
 			for i := range w.Flows {
 				x.add(w.Flows[i].Hash())
 			}
-			x.done()
+			x.done(w)
 		} else {
 			x.w = nil // a refilled list: find indexes it again
 		}

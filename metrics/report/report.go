@@ -345,7 +345,7 @@ func (rp *Reporter) Build(w *metrics.Window) *Report {
 	for ; j < len(rp.prev); j++ {
 		fellSilent(&rp.prev[j])
 	}
-	rp.index.done()
+	rp.index.done(w)
 	if rp.summing {
 		clear(rp.cnp)
 	} else {
@@ -425,7 +425,8 @@ func compareRate(p *flowRate, f *metrics.FlowRecord) int {
 // QP the learned pairs give, the CNPs attributed to it, its rates and marks.
 func (rp *Reporter) flowReport(w *metrics.Window, i int32, secs float64, hasPrev bool) FlowReport {
 	f := FlowReport{FlowRecord: w.Flows[i]}
-	rp.fillSQP(&f.FlowRecord)
+	fl := rp.flow(&f.FlowRecord)
+	f.SQP, f.SQPKnown = fl.SQP, fl.SQPKnown
 	f.C[metrics.FlowCNP] += rp.cnp[i]
 	f.Rate = float64(f.C[metrics.FlowBytes]) * 8 / secs
 	if hasPrev {
@@ -436,26 +437,6 @@ func (rp *Reporter) flowReport(w *metrics.Window, i int32, secs float64, hasPrev
 	f.Elephant = f.Rate >= rp.cfg.ElephantRate
 	f.Jitter = hasPrev && rp.isJitter(f.Rate, f.PrevRate)
 	return f
-}
-
-// fillSQP sets the source QP of f from the learned pairs when the engine
-// did not know it.
-func (rp *Reporter) fillSQP(f *metrics.FlowRecord) {
-	if f.SQPKnown {
-		return
-	}
-	if sqp, ok := rp.learnedSQP(&f.Key); ok {
-		f.SQP, f.SQPKnown = sqp, true
-	}
-}
-
-// learnedSQP returns the source QP of the flow of k that the learned pairs
-// give, if they give one.
-func (rp *Reporter) learnedSQP(k *metrics.FlowKey) (uint32, bool) {
-	if p, ok := rp.pairs[end(k.Dst, k.DQP)]; ok && end(k.Src, p.peer.qpn()) == p.peer {
-		return p.peer.qpn(), true
-	}
-	return 0, false
 }
 
 // collect returns the reports of the flows at idx.
@@ -476,13 +457,9 @@ func (rp *Reporter) attributeCNPs(w *metrics.Window) {
 	clear(rp.cnp)
 	for _, i := range rp.carriers {
 		y := &w.Flows[i]
-		sqp, known := y.SQP, y.SQPKnown
-		if !known {
-			sqp, known = rp.learnedSQP(&y.Key)
-		}
 		j := int32(unattributed)
-		if known {
-			if k := rp.index.find(w, metrics.FlowKey{Src: y.Key.Dst, Dst: y.Key.Src, DQP: sqp}); k >= 0 {
+		if fl := rp.flow(y); fl.SQPKnown {
+			if k := rp.index.find(w, metrics.FlowKey{Src: y.Key.Dst, Dst: y.Key.Src, DQP: fl.SQP}); k >= 0 {
 				j = k
 			}
 		}
