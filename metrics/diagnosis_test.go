@@ -442,7 +442,9 @@ func TestHotFold(t *testing.T) {
 		var c cold
 		var tal oneTally
 		var want FlowRecord
-		ops := []decode.Opcode{0x07, 0x06, 0x08, 0x11, 0x04, 0x0c}[:2+i%5]
+		// Up to 10 opcodes: more than the entry counts apart (hotOps)
+		// and than a record does (maxFlowOps).
+		ops := []decode.Opcode{0x07, 0x06, 0x08, 0x11, 0x04, 0x0c, 0x0a, 0x05, 0x10, 0x0d}[:2+i%9]
 		frames := 1 + rng.IntN(300000)
 		for k := range frames {
 			ev := event{wire: uint32(64 + rng.IntN(9000)), opcode: ops[rng.IntN(len(ops))]}
@@ -465,7 +467,7 @@ func TestHotFold(t *testing.T) {
 		if got.C != want.C || got.Ops != want.Ops {
 			t.Fatalf("case %d (%d frames, %d opcodes): counters %v ops %+v, want %v %+v", i, frames, len(ops), got.C, got.Ops, want.C, want.Ops)
 		}
-		if h.flags&entTally != 0 || h.packets != 0 || h.opN != [hotOps]uint16{} {
+		if h.flags&entTally != 0 || h.packets != 0 || h.opN != [hotOps]uint8{} {
 			t.Fatalf("case %d: entry not emptied by record", i)
 		}
 	}

@@ -17,8 +17,11 @@ const (
 	entAct     // cold.act holds runs of window win
 )
 
-// hotOps is how many opcodes the hot part of an entry counts apart.
-const hotOps = 4
+// hotOps is how many opcodes the hot part of an entry counts apart: the
+// requester of a mix of SENDs, WRITEs and READs with and without immediate
+// data sends up to 13, and a fold costs a miss on the tally, so as many as
+// the line has room for, with 8-bit counts.
+const hotOps = 7
 
 // hot is the part of a flow's table entry that a data packet or an ACK of
 // the flow reads and writes: two cache lines, 128 bytes, at a 128-byte
@@ -29,7 +32,7 @@ const hotOps = 4
 // Its counters are the flow's counts in window win since the last fold, in
 // narrow fields: a fold adds them to the flow's tally, its record in the
 // window's flow list, before the next frame could overflow one (at most
-// every 65 535 frames), and when the window closes they are added to that
+// every 255 frames of one opcode), and when the window closes they are added to that
 // record, made then when the flow has no tally (materialize). What else a
 // frame counts (marks, NAKs, PSN trouble, latencies) goes to the tally
 // directly; the runs of burst slots go into the activity profile in the
@@ -58,9 +61,8 @@ type hot struct {
 	pmtu    uint16 // path MTU learned from full-size packets, 0 if unknown
 	pmtuMin uint16 // lower bound of the path MTU from ONLY packets, 0 if none
 	sport   uint16
-	ops     [hotOps]uint8  // opcodes since the last fold, in order of first sight
-	opN     [hotOps]uint16 // their packets; 0 ends the list
-	_       [2]byte
+	ops     [hotOps]uint8 // opcodes since the last fold, in order of first sight
+	opN     [hotOps]uint8 // their packets; 0 ends the list
 }
 
 // cold is the rest of a flow's table entry, 256 bytes, four lines: the
@@ -150,11 +152,14 @@ func (h *hot) count(t tallier, c *cold, ev *event, slot uint32) {
 			return
 		}
 		if h.ops[i] == op {
+			if h.opN[i] == math.MaxUint8 {
+				break
+			}
 			h.opN[i]++
 			return
 		}
 	}
-	// A fifth opcode since the last fold.
+	// An eighth opcode since the last fold, or a count that would overflow.
 	h.fold(t.tally(h, c))
 	h.ops[0], h.opN[0] = op, 1
 }
@@ -214,7 +219,7 @@ func (h *hot) fold(f *FlowRecord) {
 		ops.Add(h.ops[i], uint64(n))
 	}
 	h.bytes, h.payload, h.packets, h.msgs, h.acks = 0, 0, 0, 0, 0
-	h.opN = [hotOps]uint16{}
+	h.opN = [hotOps]uint8{}
 }
 
 // record completes f, the flow's record of window win (its tally, or a
