@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -431,8 +432,55 @@ func TestSlotRuns(t *testing.T) {
 	}
 }
 
+// TestOpCounts checks opCounts.add against a list of (opcode, count)
+// pairs scanned in order: opcodes 0 and 255 among others (an empty slot's
+// opcode byte is 0), counts up to their limit, slots up to the eighth
+// opcode, which both must refuse; a refusal empties the counts, as a fold
+// does.
+func TestOpCounts(t *testing.T) {
+	type pair struct{ op, n uint8 }
+	rng := rand.New(rand.NewPCG(11, 12))
+	for round := range 200 {
+		alphabet := []uint8{0x00, 0xff, 0x06, 0x07, 0x08, 0x0a, 0x04, 0x0c, 0x11, 0x10, 0x01}[:1+round%11]
+		var c opCounts
+		var want []pair
+		for range 2000 {
+			op := alphabet[rng.IntN(len(alphabet))]
+			if rng.IntN(4) == 0 {
+				op = alphabet[0] // long runs of one opcode reach the count limit
+			}
+			ok := true
+			i := slices.IndexFunc(want, func(p pair) bool { return p.op == op })
+			switch {
+			case i >= 0 && want[i].n == math.MaxUint8, i < 0 && len(want) == hotOps:
+				ok = false
+			case i >= 0:
+				want[i].n++
+			default:
+				want = append(want, pair{op, 1})
+			}
+			if got := c.add(op); got != ok {
+				t.Fatalf("round %d: add(%#x) = %v, want %v (counts %+v)", round, op, got, ok, c)
+			}
+			var got []pair
+			for k, n := range c.n {
+				if n == 0 {
+					break
+				}
+				got = append(got, pair{c.op[k], n})
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("round %d: after %#x counts %v, want %v", round, op, got, want)
+			}
+			if !ok {
+				c.n, want = [hotOps]uint8{}, nil // a fold
+			}
+		}
+	}
+}
+
 // TestHotFold: a flow's counts through an entry's narrow hot counters,
-// folded into its tally when one would overflow or a fifth opcode comes,
+// folded into its tally when one would overflow or an eighth opcode comes,
 // and into its record at the end, are those of a record that counts every
 // frame itself, opcode order included.
 func TestHotFold(t *testing.T) {
@@ -467,7 +515,7 @@ func TestHotFold(t *testing.T) {
 		if got.C != want.C || got.Ops != want.Ops {
 			t.Fatalf("case %d (%d frames, %d opcodes): counters %v ops %+v, want %v %+v", i, frames, len(ops), got.C, got.Ops, want.C, want.Ops)
 		}
-		if h.flags&entTally != 0 || h.packets != 0 || h.opN != [hotOps]uint8{} {
+		if h.flags&entTally != 0 || h.packets != 0 || h.ops.n != [hotOps]uint8{} {
 			t.Fatalf("case %d: entry not emptied by record", i)
 		}
 	}

@@ -1,7 +1,9 @@
 package metrics
 
 import (
+	"encoding/binary"
 	"math"
+	"math/bits"
 	"unsafe"
 )
 
@@ -61,8 +63,7 @@ type hot struct {
 	pmtu    uint16 // path MTU learned from full-size packets, 0 if unknown
 	pmtuMin uint16 // lower bound of the path MTU from ONLY packets, 0 if none
 	sport   uint16
-	ops     [hotOps]uint8 // opcodes since the last fold, in order of first sight
-	opN     [hotOps]uint8 // their packets; 0 ends the list
+	ops     opCounts // opcodes since the last fold
 }
 
 // cold is the rest of a flow's table entry, 256 bytes, four lines: the
@@ -145,23 +146,54 @@ func (h *hot) count(t tallier, c *cold, ev *event, slot uint32) {
 	h.payload += ev.payload
 	h.packets++
 	h.addSlot(c, slot, ev)
-	op := uint8(ev.opcode)
-	for i := range h.ops {
-		if h.opN[i] == 0 {
-			h.ops[i], h.opN[i] = op, 1
-			return
-		}
-		if h.ops[i] == op {
-			if h.opN[i] == math.MaxUint8 {
-				break
-			}
-			h.opN[i]++
-			return
-		}
+	if !h.ops.add(uint8(ev.opcode)) {
+		// An eighth opcode since the last fold, or a count that would
+		// overflow.
+		h.fold(t.tally(h, c))
+		h.ops.add(uint8(ev.opcode))
 	}
-	// An eighth opcode since the last fold, or a count that would overflow.
-	h.fold(t.tally(h, c))
-	h.ops[0], h.opN[0] = op, 1
+}
+
+// opCounts counts packets per opcode for up to hotOps opcodes, in order of
+// first sight, with 8-bit counts.
+type opCounts struct {
+	op [hotOps]uint8
+	n  [hotOps]uint8 // packets of op[i]; 0 ends the list
+}
+
+// Masks of the 7 low bytes of a word, one per opcode of opCounts.
+const (
+	byteOnes  = 0x0001010101010101
+	byteLows  = 0x007f7f7f7f7f7f7f
+	byteHighs = 0x0080808080808080
+)
+
+// add counts a packet of opcode op and reports true; false, with nothing
+// counted, when op would need an eighth slot or its count would pass 255.
+// It compares op with the seven opcodes at once, in a word: a scan, one
+// byte after another, mispredicts its exit as the opcodes of a flow vary.
+func (c *opCounts) add(op uint8) bool {
+	b := (*[2 * hotOps]byte)(unsafe.Pointer(c))
+	ops := binary.LittleEndian.Uint64(b[0:8]) & (1<<56 - 1)
+	ns := binary.LittleEndian.Uint64(b[6:14]) >> 8
+	x := ops ^ uint64(op)*byteOnes
+	equal := ^((x&byteLows + byteLows) | x | byteLows) & byteHighs // the high bit of each byte of x that is 0
+	used := ((ns&byteLows + byteLows) | ns) & byteHighs            // of each count that is not
+	if m := equal & used; m != 0 {
+		i := bits.TrailingZeros64(m) >> 3
+		if c.n[i] == math.MaxUint8 {
+			return false
+		}
+		c.n[i]++
+		return true
+	}
+	free := ^used & byteHighs // slots fill in order: the lowest is the next
+	if free == 0 {
+		return false
+	}
+	i := bits.TrailingZeros64(free) >> 3
+	c.op[i], c.n[i] = op, 1
+	return true
 }
 
 // addSlot adds a frame in slot to the runs: to the last when the slot is
@@ -212,14 +244,14 @@ func (h *hot) fold(f *FlowRecord) {
 	c[FlowPackets] += uint64(h.packets)
 	c[FlowMessages] += uint64(h.msgs)
 	c[FlowAcks] += uint64(h.acks)
-	for i, n := range h.opN {
+	for i, n := range h.ops.n {
 		if n == 0 {
 			break
 		}
-		ops.Add(h.ops[i], uint64(n))
+		ops.Add(h.ops.op[i], uint64(n))
 	}
 	h.bytes, h.payload, h.packets, h.msgs, h.acks = 0, 0, 0, 0, 0
-	h.opN = [hotOps]uint8{}
+	h.ops.n = [hotOps]uint8{}
 }
 
 // record completes f, the flow's record of window win (its tally, or a
