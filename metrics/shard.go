@@ -183,7 +183,7 @@ func (s *shard) closeThrough(w int64) {
 			late = append(late, win)
 			continue
 		}
-		s.flush(-1, win)
+		s.flush(-1, win, false)
 	}
 	clear(s.late[len(late):])
 	s.late = late
@@ -192,7 +192,7 @@ func (s *shard) closeThrough(w int64) {
 		if win == nil || win.Index() > w {
 			return
 		}
-		s.flush(win.Index()&1, win)
+		s.flush(win.Index()&1, win, w == allWindows && win.Index() == s.high)
 		s.open.remove(win)
 	}
 }
@@ -200,7 +200,10 @@ func (s *shard) closeThrough(w int64) {
 // flush copies into the window of parity p the counters of the flows still
 // counting in it, feeds every flow record of the window to its sketches,
 // and hands win over. A late part (p < 0) has every record in its list.
-func (s *shard) flush(p int64, win *Window) {
+// The last window of a run (last) counts the idle flows a nearly full table
+// would evict without evicting them, one index removal each: the table is
+// reset before it serves again.
+func (s *shard) flush(p int64, win *Window, last bool) {
 	w := win.Index()
 	if p >= 0 {
 		s.pool.lendFlowMem(win)
@@ -235,7 +238,11 @@ func (s *shard) flush(p int64, win *Window) {
 	}
 	s.flows = len(win.Flows)
 	if 8*s.tab.used > 7*s.tab.max {
-		win.Counters[Evictions] += uint64(s.sweep(w))
+		if last {
+			win.Counters[Evictions] += uint64(s.tab.idle(w))
+		} else {
+			win.Counters[Evictions] += uint64(s.sweep(w))
+		}
 	}
 	s.closed = append(s.closed, win)
 }
@@ -369,7 +376,7 @@ func (s *shard) sweep(oldest int64) int {
 	var idle [sweepAhead]int32
 	n, k := 0, 0
 	for i := range int32(s.tab.n) {
-		if lw := s.tab.cold[i].lastWin; lw != freeEntry && lw < oldest {
+		if s.tab.idleBefore(i, oldest) {
 			idle[k] = i
 			if k++; k == len(idle) {
 				s.evictAll(idle[:])

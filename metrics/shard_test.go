@@ -257,6 +257,41 @@ func TestShardTableFullEvictsIdleFlows(t *testing.T) {
 	}
 }
 
+// TestShardLastCloseCountsIdleFlows: the last window of a run counts the
+// idle flows of a nearly full table as evicted, without evicting them; a
+// window that is not the last evicts them, and the count is the same. Six
+// of eight flows of window 0 are idle in window 1.
+func TestShardLastCloseCountsIdleFlows(t *testing.T) {
+	sec := int64(time.Second)
+	for _, more := range []bool{false, true} {
+		h := newShardHarness(t, 8)
+		for qp := range uint32(8) {
+			h.send(hostA, hostB, qp+1, testframes.OpWriteOnly, 1, int64(qp), 0)
+		}
+		h.send(hostA, hostB, 1, testframes.OpWriteOnly, 2, sec, 0)
+		h.send(hostA, hostB, 2, testframes.OpWriteOnly, 2, sec+1, 0)
+		if more {
+			h.send(hostA, hostB, 1, testframes.OpWriteOnly, 3, 2*sec, 0) // window 1 is not the last
+		}
+		h.sh.closeThrough(allWindows)
+		var w1 *Window
+		for _, w := range h.sh.closed {
+			if w.Start == sec && w1 == nil {
+				w1 = w
+			}
+		}
+		if w1 == nil {
+			t.Fatalf("more %v: window 1 not closed", more)
+		}
+		if got := w1.Counters[Evictions]; got != 6 {
+			t.Errorf("more %v: window 1 counts %d evictions, want 6", more, got)
+		}
+		if used := h.sh.tab.used; more && used != 2 || !more && used != 8 {
+			t.Errorf("more %v: %d flows left in the table", more, used)
+		}
+	}
+}
+
 // TestLatencyMatchAddsNoIdleFlow sends a READ request at the end of one
 // window and its response in the next: the window of the response counts
 // the latency in its quantiles, but the requester's flow, silent in that

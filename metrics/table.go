@@ -250,6 +250,25 @@ func (t *table) removeConn(idx int32, h uint64) {
 	t.conns.n--
 }
 
+// idleBefore reports whether slab position i holds a flow last active
+// before window oldest.
+func (t *table) idleBefore(i int32, oldest int64) bool {
+	lw := t.cold[i].lastWin
+	return lw != freeEntry && lw < oldest
+}
+
+// idle returns how many flows the table holds that were last active before
+// window oldest.
+func (t *table) idle(oldest int64) int {
+	n := 0
+	for i := range int32(t.n) {
+		if t.idleBefore(i, oldest) {
+			n++
+		}
+	}
+	return n
+}
+
 // victim returns the slab position of an entry last active before window
 // oldest, or -1. It looks at a bounded number of entries from a clock hand
 // that moves on with each call, so that an insert into a full table stays
@@ -263,7 +282,7 @@ func (t *table) victim(oldest int64) int32 {
 		if t.hand >= n {
 			t.hand = 0
 		}
-		if lw := t.cold[i].lastWin; lw != freeEntry && lw < oldest {
+		if t.idleBefore(int32(i), oldest) {
 			return int32(i)
 		}
 	}
