@@ -64,6 +64,20 @@ func (e *Engine) Frames() uint64 { return e.frames.Load() }
 // and handles a batch in chunks of handleChunk events.
 const batchSize = 1024
 
+// inQueue is how many batches wait for a worker before the reader that
+// fills them waits. A worker closing a window is busy for milliseconds
+// (tens at 100 k flows), while its batches keep coming: a short queue
+// fills, the reader waits on it, and the other workers then wait for the
+// reader. 32 batches (3 MiB) of events cover most of such a close.
+const inQueue = 32
+
+// marksQueue is how many of a worker's waiting batches, per reader, may
+// carry a close mark. With tiny windows each batch could close one, and a
+// worker that many windows behind the others holds their closed windows
+// at the collector, each with megabytes of sketches: windowsInFlight
+// counts on this bound, not on inQueue.
+const marksQueue = 8
+
 // msgQueue is how many messages (closed shard windows, reader windows and
 // marks) wait for the collector before the stages that send them wait: the
 // backpressure that keeps readers and shards from running ahead of a
@@ -72,7 +86,9 @@ const msgQueue = 16
 
 // windowsInFlight bounds the windows that exist at once in a run with
 // workers shards: two open per shard, the closed ones queued for the
-// collector, and the one it emits and the one it merges into. The window
+// collector (the close marks waiting for a worker, marksQueue, bound how
+// far one shard runs ahead of another), and the one it emits and the one
+// it merges into. The window
 // pool keeps that many, so that a run makes no window after its first
 // ones: a window's sketches are megabytes of fresh memory.
 func windowsInFlight(workers int) int { return 2*workers + msgQueue + 2 }
@@ -351,10 +367,12 @@ func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) 
 	coll := newCollector(&e.cfg, e.pool, len(feeds), n, emit, cancel)
 	in := make([]chan *batch, n)
 	free := make([]chan *batch, n)
+	marked := make([]chan struct{}, n)
 	var workers sync.WaitGroup
 	for k := range n {
-		in[k] = make(chan *batch, 8)
-		free[k] = make(chan *batch, 8*len(feeds)+8)
+		in[k] = make(chan *batch, inQueue)
+		free[k] = make(chan *batch, inQueue*len(feeds)+8)
+		marked[k] = make(chan struct{}, marksQueue*len(feeds))
 		for range cap(free[k]) {
 			free[k] <- &batch{evs: make([]event, 0, batchSize), close: noWindow}
 		}
@@ -362,7 +380,7 @@ func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) 
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			sh.run(k, len(feeds), in[k], free[k], msgs)
+			sh.run(k, len(feeds), in[k], free[k], marked[k], msgs)
 		}()
 	}
 
@@ -372,7 +390,7 @@ func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) 
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
-			out := &poolOutput{from: i, in: in, free: free, msgs: msgs, out: make([]*batch, n)}
+			out := &poolOutput{from: i, in: in, free: free, marked: marked, msgs: msgs, out: make([]*batch, n)}
 			for k := range out.out {
 				out.take(k)
 			}
@@ -424,11 +442,12 @@ func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) 
 }
 
 // run is the worker k of a run with readers readers: it handles the
-// batches of in until in is closed, gives each back on free, and tells the
+// batches of in until in is closed, gives each back on free (and takes a
+// token from marked for each that carried a close mark), and tells the
 // collector on msgs its closed windows and its close marks. A window closes
 // here once every reader marked it closed: a reader's events for a window
 // arrive before its mark, so none arrives after the close.
-func (s *shard) run(k, readers int, in <-chan *batch, free chan<- *batch, msgs chan<- msg) {
+func (s *shard) run(k, readers int, in <-chan *batch, free chan<- *batch, marked <-chan struct{}, msgs chan<- msg) {
 	marks := newCloseMarks(readers)
 	closed := noWindow
 	for b := range in {
@@ -442,6 +461,7 @@ func (s *shard) run(k, readers int, in <-chan *batch, free chan<- *batch, msgs c
 				s.send(msgs)
 				msgs <- msg{from: k, through: through, isShard: true}
 			}
+			<-marked
 		}
 		b.evs, b.close = b.evs[:0], noWindow
 		free <- b
@@ -464,8 +484,11 @@ type poolOutput struct {
 	from int           // the reader's number
 	in   []chan *batch // to each worker
 	free []chan *batch // empty batches of each worker
-	msgs chan<- msg    // to the collector
-	out  []*batch      // the batch being filled for each worker
+	// A token per batch carrying a close mark that a worker has yet to
+	// handle, marksQueue per reader at most.
+	marked []chan struct{}
+	msgs   chan<- msg // to the collector
+	out    []*batch   // the batch being filled for each worker
 }
 
 // take gets an empty batch for worker k.
@@ -527,6 +550,7 @@ func (o *poolOutput) window(rw *readerWindow) { o.msgs <- msg{reader: rw} }
 func (o *poolOutput) mark(through int64) {
 	for k := range o.out {
 		o.out[k].close = through
+		o.marked[k] <- struct{}{}
 		o.send(k)
 	}
 	o.msgs <- msg{from: o.from, through: through}
