@@ -34,8 +34,9 @@ const hotOps = 7
 // Its counters are the flow's counts in window win since the last fold, in
 // narrow fields: a fold adds them to the flow's tally, its record in the
 // window's flow list, before the next frame could overflow one (at most
-// every 255 frames of one opcode), and when the window closes they are added to that
-// record, made then when the flow has no tally (materialize). What else a
+// every 255 frames of one opcode), and when the window closes they are
+// added to that record, made then when the flow has no tally
+// (materialize). What else a
 // frame counts (marks, NAKs, PSN trouble, latencies) goes to the tally
 // directly; the runs of burst slots go into the activity profile in the
 // cold part when they overflow.
@@ -161,21 +162,27 @@ type opCounts struct {
 	n  [hotOps]uint8 // packets of op[i]; 0 ends the list
 }
 
-// Masks of the 7 low bytes of a word, one per opcode of opCounts.
+// Masks of the low hotOps bytes of a word, one per opcode of opCounts: all
+// their bits, and 0x01, 0x7f and 0x80 in each.
 const (
-	byteOnes  = 0x0001010101010101
-	byteLows  = 0x007f7f7f7f7f7f7f
-	byteHighs = 0x0080808080808080
+	opBytes   = 1<<(8*hotOps) - 1
+	byteOnes  = opBytes / 0xff
+	byteLows  = byteOnes * 0x7f
+	byteHighs = byteOnes * 0x80
 )
 
+// opCounts.add reads the opcodes and the counts a word each: it takes 4 to
+// 7 of them (the constant overflows otherwise).
+const _ = uint8(7-hotOps) + uint8(hotOps-4)
+
 // add counts a packet of opcode op and reports true; false, with nothing
-// counted, when op would need an eighth slot or its count would pass 255.
-// It compares op with the seven opcodes at once, in a word: a scan, one
+// counted, when op would need a slot beyond hotOps or its count would pass
+// 255. It compares op with the opcodes at once, in a word: a scan, one
 // byte after another, mispredicts its exit as the opcodes of a flow vary.
 func (c *opCounts) add(op uint8) bool {
 	b := (*[2 * hotOps]byte)(unsafe.Pointer(c))
-	ops := binary.LittleEndian.Uint64(b[0:8]) & (1<<56 - 1)
-	ns := binary.LittleEndian.Uint64(b[6:14]) >> 8
+	ops := binary.LittleEndian.Uint64(b[0:8]) & opBytes
+	ns := binary.LittleEndian.Uint64(b[2*hotOps-8:]) >> (8 * (8 - hotOps))
 	x := ops ^ uint64(op)*byteOnes
 	equal := ^((x&byteLows + byteLows) | x | byteLows) & byteHighs // the high bit of each byte of x that is 0
 	used := ((ns&byteLows + byteLows) | ns) & byteHighs            // of each count that is not
