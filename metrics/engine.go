@@ -68,8 +68,14 @@ const batchSize = 1024
 // fills them waits. A worker closing a window is busy for milliseconds
 // (tens at 100 k flows), while its batches keep coming: a short queue
 // fills, the reader waits on it, and the other workers then wait for the
-// reader. 32 batches (3 MiB) of events cover most of such a close.
+// reader. 32 batches (3 MiB) of events cover most of such a close. Each
+// worker starts with batchesMade batches; readers make the others when
+// they would wait for one, so that a run whose workers keep up touches no
+// more memory than it did with 8.
 const inQueue = 32
+
+// batchesMade is how many batches each worker has at the start of a run.
+const batchesMade = 16
 
 // marksQueue is how many of a worker's waiting batches, per reader, may
 // carry a close mark. With tiny windows each batch could close one, and a
@@ -367,14 +373,21 @@ func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) 
 	coll := newCollector(&e.cfg, e.pool, len(feeds), n, emit, cancel)
 	in := make([]chan *batch, n)
 	free := make([]chan *batch, n)
+	room := make([]chan struct{}, n)
 	marked := make([]chan struct{}, n)
 	var workers sync.WaitGroup
 	for k := range n {
 		in[k] = make(chan *batch, inQueue)
-		free[k] = make(chan *batch, inQueue*len(feeds)+8)
+		// The most a worker's batches can be: those waiting, the one it
+		// handles and one each reader fills.
+		free[k] = make(chan *batch, inQueue+1+len(feeds))
+		room[k] = make(chan struct{}, cap(free[k])-batchesMade)
 		marked[k] = make(chan struct{}, marksQueue*len(feeds))
-		for range cap(free[k]) {
-			free[k] <- &batch{evs: make([]event, 0, batchSize), close: noWindow}
+		for range batchesMade {
+			free[k] <- newBatch()
+		}
+		for range cap(room[k]) {
+			room[k] <- struct{}{}
 		}
 		sh := e.shard(k)
 		workers.Add(1)
@@ -390,7 +403,7 @@ func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) 
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
-			out := &poolOutput{from: i, in: in, free: free, marked: marked, msgs: msgs, out: make([]*batch, n)}
+			out := &poolOutput{from: i, in: in, free: free, room: room, marked: marked, msgs: msgs, out: make([]*batch, n)}
 			for k := range out.out {
 				out.take(k)
 			}
@@ -481,9 +494,10 @@ func (s *shard) send(msgs chan<- msg) {
 // poolOutput sends a reader's events, in batches, to the worker that owns
 // their connection, and its windows and marks to the collector.
 type poolOutput struct {
-	from int           // the reader's number
-	in   []chan *batch // to each worker
-	free []chan *batch // empty batches of each worker
+	from int             // the reader's number
+	in   []chan *batch   // to each worker
+	free []chan *batch   // empty batches of each worker
+	room []chan struct{} // a token per batch of each worker not made yet
 	// A token per batch carrying a close mark that a worker has yet to
 	// handle, marksQueue per reader at most.
 	marked []chan struct{}
@@ -491,11 +505,23 @@ type poolOutput struct {
 	out    []*batch   // the batch being filled for each worker
 }
 
-// take gets an empty batch for worker k.
+// take gets an empty batch for worker k: one given back, else a new one
+// while the worker has room for more, else the next one given back.
 func (o *poolOutput) take(k int) {
-	o.out[k] = <-o.free[k]
+	select {
+	case o.out[k] = <-o.free[k]:
+	default:
+		select {
+		case <-o.room[k]:
+			o.out[k] = newBatch()
+		case o.out[k] = <-o.free[k]:
+		}
+	}
 	o.out[k].from = o.from
 }
+
+// newBatch returns an empty batch.
+func newBatch() *batch { return &batch{evs: make([]event, 0, batchSize), close: noWindow} }
 
 // send hands worker k its batch and takes a new one.
 func (o *poolOutput) send(k int) {

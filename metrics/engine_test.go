@@ -665,6 +665,42 @@ func TestEngineClockSteps(t *testing.T) {
 	}
 }
 
+// TestPoolOutputTakesBatches: a reader takes the batches given back first,
+// makes new ones while the worker has room for more, and then waits for
+// one given back.
+func TestPoolOutputTakesBatches(t *testing.T) {
+	given := newBatch()
+	free := []chan *batch{make(chan *batch, 3)}
+	room := []chan struct{}{make(chan struct{}, 2)}
+	free[0] <- given
+	room[0] <- struct{}{}
+	room[0] <- struct{}{}
+	o := &poolOutput{free: free, room: room, out: make([]*batch, 1)}
+	var got []*batch
+	for range 3 {
+		o.take(0)
+		got = append(got, o.out[0])
+	}
+	if got[0] != given || got[1] == given || got[2] == given || got[1] == got[2] {
+		t.Fatalf("took %p %p %p: want %p, then two new batches", got[0], got[1], got[2], given)
+	}
+	done := make(chan struct{})
+	go func() {
+		o.take(0) // no room left: waits for a batch given back
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Fatal("took a batch with none given back and no room")
+	case <-time.After(20 * time.Millisecond):
+	}
+	free[0] <- got[1]
+	<-done
+	if o.out[0] != got[1] {
+		t.Errorf("took %p, want the batch given back, %p", o.out[0], got[1])
+	}
+}
+
 // TestEngineTinyWindowsReuseWindows replays a frame every 0.4 ms through 1 ms
 // windows (10 000 of them) with two workers, whose collector is the slowest
 // stage: readers and shards run ahead of it only as far as the message
