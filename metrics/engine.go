@@ -94,9 +94,9 @@ const msgQueue = 16
 // workers shards: two open per shard, the closed ones queued for the
 // collector (the close marks waiting for a worker, marksQueue, bound how
 // far one shard runs ahead of another), and the one it emits and the one
-// it merges into. The window
-// pool keeps that many, so that a run makes no window after its first
-// ones: a window's sketches are megabytes of fresh memory.
+// it merges into. The window pool keeps that many, so that a run makes no
+// window after its first ones: a window's sketches are megabytes of fresh
+// memory.
 func windowsInFlight(workers int) int { return 2*workers + msgQueue + 2 }
 
 // batch carries events from a reader to a worker, then an optional close
