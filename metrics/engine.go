@@ -69,9 +69,9 @@ const batchSize = 1024
 // (tens at 100 k flows), while its batches keep coming: a short queue
 // fills, the reader waits on it, and the other workers then wait for the
 // reader. 32 batches (3 MiB) of events cover most of such a close. Each
-// worker starts with batchesMade batches; readers make the others when
-// they would wait for one, so that a run whose workers keep up touches no
-// more memory than it did with 8.
+// worker starts with batchesMade batches; readers make the others only
+// when they would wait for one, so that a run whose workers keep up
+// touches the memory of batchesMade batches a worker and no more.
 const inQueue = 32
 
 // batchesMade is how many batches each worker has at the start of a run.
