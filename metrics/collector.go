@@ -21,6 +21,7 @@ type collector struct {
 	emit  func(*Window) error
 	stop  func() // stops the run: called on the first error
 	err   error  // first error of emit or a merge; later windows are dropped after it
+	lines lines  // scratch of countFlows
 }
 
 // part is a window being assembled: the first shard window of its index,
@@ -123,7 +124,6 @@ func (c *collector) ready() {
 		w := p.w
 		if w == nil { // no RoCE frame: no shard had the window open
 			w = c.pool.get(i)
-			c.pool.sketches(w)
 		}
 		w.Hosts = append(w.Hosts[:0], c.cfg.Host)
 		w.cover(p.from, p.to) // the shards' windows cover nothing of their own
@@ -139,7 +139,8 @@ func (c *collector) ready() {
 		}
 		*p = part{cm: p.cm[:0], pauses: p.pauses[:0]}
 		c.free = append(c.free, p)
-		w.rankFlows()
+		c.pool.sketches(w)
+		w.countFlows(&c.lines)
 		if c.err == nil {
 			if err := c.emit(w); err != nil {
 				c.fail(err)

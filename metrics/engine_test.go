@@ -737,48 +737,55 @@ func TestEngineTinyWindowsReuseWindows(t *testing.T) {
 }
 
 // TestEngineFlowSketchesOnlyWhenClosing: a window takes its flow sketches
-// (distinct flows, Count-Min) only when it closes, so that with one worker
-// every window of a run counts into the same ones, reset in between: the
-// Count-Min sketches of each emitted window hold that window's bytes and
-// packets, the distinct count its flows. Before, the two windows open at
-// once each held a set, megabytes of memory touched for the first time.
+// (distinct flows, Count-Min) only when the collector counts its flows
+// into them, so that every window of a run counts into the same ones,
+// reset in between, whatever the number of workers: the Count-Min
+// sketches of each emitted window hold that window's bytes and packets,
+// the distinct count its flows. Before, the two windows open at once each
+// held a set, and then each worker's window, megabytes of memory touched
+// for the first time.
 func TestEngineFlowSketchesOnlyWhenClosing(t *testing.T) {
+	const conns = 8 // on both workers of two
 	base := testframes.Trace().Frames[0]
 	frames := make([]capture.Frame, 2000)
 	for i := range frames {
-		frames[i] = base
-		frames[i].Time = testframes.Epoch + int64(i)*10*int64(time.Millisecond) // 20 windows
+		c := i % conns
+		f := testframes.RoCE{Src: [4]byte{10, 0, 0, 1}, Dst: [4]byte{10, 0, 0, 2}, Sport: uint16(49152 + c), Op: testframes.OpWriteOnly, DQP: uint32(0x100 + c), PSN: uint32(i / conns), Payload: 64}
+		b := f.Bytes()
+		frames[i] = capture.Frame{Data: b, OrigLen: uint32(len(b)), Time: testframes.Epoch + int64(i)*10*int64(time.Millisecond), Link: base.Link} // 20 windows
 	}
-	e, err := New(&Config{Workers: 1, Host: "h"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sets := map[*sketch.CountMin]bool{}
-	windows := 0
-	err = e.Run(context.Background(), []capture.Source{&testframes.Source{Frames: frames, Per: 64}}, func(w *Window) error {
-		windows++
-		sets[w.FlowBytes], sets[w.FlowPackets] = true, true
-		var bytes, packets uint64
-		for _, f := range w.Flows {
-			bytes += f.C[FlowBytes]
-			packets += f.C[FlowPackets]
+	for _, workers := range []int{1, 2} {
+		e, err := New(&Config{Workers: workers, Host: "h"})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if got := w.FlowBytes.Total(); got != bytes || bytes != w.Counters[Bytes] {
-			t.Errorf("window %d: Count-Min total %d bytes, the flows %d, the window %d", w.Index(), got, bytes, w.Counters[Bytes])
+		sets := map[*sketch.CountMin]bool{}
+		windows := 0
+		err = e.Run(context.Background(), []capture.Source{&testframes.Source{Frames: frames, Per: 64}}, func(w *Window) error {
+			windows++
+			sets[w.FlowBytes], sets[w.FlowPackets] = true, true
+			var bytes, packets uint64
+			for _, f := range w.Flows {
+				bytes += f.C[FlowBytes]
+				packets += f.C[FlowPackets]
+			}
+			if got := w.FlowBytes.Total(); got != bytes || bytes != w.Counters[Bytes] {
+				t.Errorf("%d workers, window %d: Count-Min total %d bytes, the flows %d, the window %d", workers, w.Index(), got, bytes, w.Counters[Bytes])
+			}
+			if got := w.FlowPackets.Total(); got != packets || packets != w.Counters[Packets] {
+				t.Errorf("%d workers, window %d: Count-Min total %d packets, the flows %d, the window %d", workers, w.Index(), got, packets, w.Counters[Packets])
+			}
+			if got := w.Distinct.Estimate().Value; got < conns-0.5 || got > conns+0.5 {
+				t.Errorf("%d workers, window %d: %v distinct flows, want %d", workers, w.Index(), got, conns)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if got := w.FlowPackets.Total(); got != packets || packets != w.Counters[Packets] {
-			t.Errorf("window %d: Count-Min total %d packets, the flows %d, the window %d", w.Index(), got, packets, w.Counters[Packets])
+		if windows != 20 || len(sets) != 2 {
+			t.Errorf("%d workers: %d windows emitted, %d Count-Min sketches among them; want 20, 2", workers, windows, len(sets))
 		}
-		if got := w.Distinct.Estimate().Value; got < 0.5 || got > 1.5 {
-			t.Errorf("window %d: %v distinct flows, want 1", w.Index(), got)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if windows != 20 || len(sets) != 2 {
-		t.Errorf("%d windows emitted, %d Count-Min sketches among them; want 20, 2", windows, len(sets))
 	}
 }
 

@@ -198,8 +198,8 @@ func (s *shard) closeThrough(w int64) {
 }
 
 // flush copies into the window of parity p the counters of the flows still
-// counting in it, feeds every flow record of the window to its sketches,
-// and hands win over. A late part (p < 0) has every record in its list.
+// counting in it, puts its flow list in canonical order and hands win over
+// (the collector feeds the host's list to the flow sketches: countFlows). A late part (p < 0) has every record in its list.
 // The last window of a run (last) counts the idle flows a nearly full table
 // would evict without evicting them, one index removal each: the table is
 // reset before it serves again.
@@ -223,19 +223,6 @@ func (s *shard) flush(p int64, win *Window, last bool) {
 	// Sorted here, on the worker, a window's lists from several shards
 	// merge in one pass on the collector.
 	win.Flows = s.order.normalize(win.Flows)
-	s.pool.sketches(win)
-	flows, l := win.Flows, &s.lines
-	for i := range flows {
-		if j := i + sketchAhead; j < len(flows) {
-			*l = win.FlowBytes.Cells(flows[j].hash, *l)
-			*l = win.FlowPackets.Cells(flows[j].hash, *l)
-			l.fetch()
-		}
-		f := &flows[i]
-		win.Distinct.Insert(f.hash)
-		win.FlowBytes.Add(f.hash, f.C[FlowBytes])
-		win.FlowPackets.Add(f.hash, f.C[FlowPackets])
-	}
 	s.flows = len(win.Flows)
 	if 8*s.tab.used > 7*s.tab.max {
 		if last {
@@ -246,11 +233,6 @@ func (s *shard) flush(p int64, win *Window, last bool) {
 	}
 	s.closed = append(s.closed, win)
 }
-
-// sketchAhead is how many records ahead of the one it counts into the
-// Count-Min sketches flush asks for a record's counters: as many as their
-// misses take to come in, at about 10 ns a record.
-const sketchAhead = 16
 
 // flushAhead is how many entries flush prefetches at a time: enough for
 // their misses to overlap, few enough that the lines are still in the

@@ -59,15 +59,28 @@ func (h *shardHarness) send(src, dst decode.Addr, dqp uint32, op decode.Opcode, 
 	h.sh.handleBatch([]event{ev})
 }
 
+// closeAll closes every window of the shard, counts their flows into
+// their sketches as the collector does, and returns the last.
 func (h *shardHarness) closeAll() *Window {
 	h.t.Helper()
-	h.sh.closeThrough(allWindows)
+	h.closeWindows()
 	if len(h.sh.closed) == 0 {
 		h.t.Fatal("no window closed")
 	}
 	w := h.sh.closed[len(h.sh.closed)-1]
 	w.Normalize()
 	return w
+}
+
+// closeWindows closes every window of the shard and counts their flows
+// into their sketches as the collector does.
+func (h *shardHarness) closeWindows() {
+	h.sh.closeThrough(allWindows)
+	var l lines
+	for _, w := range h.sh.closed {
+		h.sh.pool.sketches(w)
+		w.countFlows(&l)
+	}
 }
 
 func (h *shardHarness) flow(w *Window, src, dst decode.Addr, dqp uint32) *FlowRecord {
@@ -234,7 +247,7 @@ func TestShardTableFullEvictsIdleFlows(t *testing.T) {
 	h.send(hostA, hostB, 1, testframes.OpWriteOnly, 2, 3*sec, 0)
 	h.send(hostA, hostB, 4, testframes.OpWriteOnly, 1, 3*sec+1, 0) // flow 2 is idle: evicted for flow 4
 	h.send(hostA, hostB, 5, testframes.OpWriteOnly, 1, 3*sec+2, 0) // flows 1 and 4 active: untracked
-	h.sh.closeThrough(allWindows)
+	h.closeWindows()
 	if len(h.sh.closed) != 2 {
 		t.Fatalf("%d windows closed, want 2", len(h.sh.closed))
 	}
@@ -302,7 +315,7 @@ func TestLatencyMatchAddsNoIdleFlow(t *testing.T) {
 	sec := int64(time.Second)
 	h.send(hostA, hostB, qpB, testframes.OpReadRequest, 7, sec-10, 0)
 	h.send(hostB, hostA, qpA, testframes.OpReadOnly, 7, sec+500, 0)
-	h.sh.closeThrough(allWindows)
+	h.closeWindows()
 	if len(h.sh.closed) != 2 {
 		t.Fatalf("%d windows closed, want 2", len(h.sh.closed))
 	}

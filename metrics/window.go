@@ -226,9 +226,7 @@ func (w *Window) merge(o *Window, disjoint bool) error {
 		mergeTop = w.Top.MergeDisjoint
 	}
 	for _, err := range []error{
-		w.Distinct.Merge(o.Distinct),
-		w.FlowBytes.Merge(o.FlowBytes),
-		w.FlowPackets.Merge(o.FlowPackets),
+		w.mergeFlowSketches(o),
 		mergeTop(o.Top),
 		w.ReadLatency.Merge(o.ReadLatency),
 		w.AckLatency.Merge(o.AckLatency),
@@ -255,6 +253,20 @@ func (w *Window) merge(o *Window, disjoint bool) error {
 		}
 	}
 	return nil
+}
+
+// mergeFlowSketches merges the flow sketches of o into w's. A shard's
+// window has them only when its QP table could not hold a flow: w takes
+// o's when it has none, and keeps its own when o has none.
+func (w *Window) mergeFlowSketches(o *Window) error {
+	switch {
+	case o.FlowBytes == nil:
+		return nil
+	case w.FlowBytes == nil:
+		w.setFlowSketches(o.takeFlowSketches())
+		return nil
+	}
+	return errors.Join(w.Distinct.Merge(o.Distinct), w.FlowBytes.Merge(o.FlowBytes), w.FlowPackets.Merge(o.FlowPackets))
 }
 
 // mergeShardFlows merges the flow list of o, a window of another shard, into
@@ -357,16 +369,35 @@ func (w *Window) Covered() int64 {
 	return to - from
 }
 
-// rankFlows feeds the exact flow records of a normalized window to its
-// heavy-hitter table, in canonical order, so that the table is the same
-// whatever number of workers built the window. (Flows the QP tables could
-// not hold were fed to it frame by frame.)
-func (w *Window) rankFlows() {
-	for i := range w.Flows {
-		f := &w.Flows[i]
+// countFlows feeds the exact flow records of a normalized window to its
+// flow sketches and, in canonical order, to its heavy-hitter table, so
+// that both are the same whatever number of workers built the window: the
+// sketches' counts are sums and their bits unions, which no order changes.
+// Flows the QP tables could not hold were fed to them frame by frame.
+// Done once on the host's list rather than on each shard's, it touches one
+// set of sketches, where each shard's window would need its own (megabytes
+// of memory, a page fault per 4 KiB on first touch) and a merge. l is
+// scratch for the prefetches.
+func (w *Window) countFlows(l *lines) {
+	flows := w.Flows
+	for i := range flows {
+		if j := i + sketchAhead; j < len(flows) {
+			*l = w.FlowBytes.Cells(flows[j].hash, *l)
+			*l = w.FlowPackets.Cells(flows[j].hash, *l)
+			l.fetch()
+		}
+		f := &flows[i]
+		w.Distinct.Insert(f.hash)
+		w.FlowBytes.Add(f.hash, f.C[FlowBytes])
+		w.FlowPackets.Add(f.hash, f.C[FlowPackets])
 		w.Top.Update(f.hash, f.Key, f.C[FlowBytes])
 	}
 }
+
+// sketchAhead is how many records ahead of the one it counts countFlows
+// asks for the record's Count-Min counters: as many as their misses take to
+// come in, at about 10 ns a record.
+const sketchAhead = 16
 
 // Normalize puts the flow list, the CM messages, the pause records and the
 // retransmission records in canonical order, merging records of the same
