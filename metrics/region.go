@@ -17,6 +17,10 @@ type region struct {
 	high int    // of a flow list's region: the records written in it so far, whose pages are committed
 }
 
+// hugePage is the size of a transparent huge page on x86-64 and of the
+// usual arm64 configuration.
+const hugePage = 2 << 20
+
 // hugeAdvised counts the regions the kernel took the huge-page advice for
 // (TestRegionWholeHugePages reads it).
 var hugeAdvised atomic.Int64

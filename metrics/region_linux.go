@@ -25,10 +25,6 @@ func makeArray[T any](n int) ([]T, region) {
 	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n), region{b: b}
 }
 
-// hugePage is the size of a transparent huge page on x86-64 and of the
-// usual arm64 configuration.
-const hugePage = 2 << 20
-
 // hugeRounded returns the length of the mapping for an array of size bytes:
 // size itself below a huge page, which no huge page could back; else size
 // rounded up to whole huge pages. The kernel places a mapping of whole

@@ -341,12 +341,20 @@ func (x *index) put(s slot) {
 	x.slots[i] = s
 }
 
-// grow doubles the index, in a new region kept in *r, and re-places every
-// position from its tag.
+// grow makes the index larger, in a new region kept in *r, and re-places
+// every position from its tag: four times larger while the new index fits
+// a huge page, then twice. The indexes below a huge page fault 4 KiB at a
+// time, each page costing about 14 µs of CPU on the virtual machines
+// measured (issue 25), and every one of their pages is touched: skipping
+// two sizes of three touches a third of those pages.
 func (x *index) grow(r *region) {
 	old, oldMem := x.slots, *r
 	*r = region{}
-	x.init(2*len(old), r)
+	n := 2 * len(old)
+	if 4*len(old)*int(unsafe.Sizeof(slot{})) <= hugePage {
+		n = 4 * len(old)
+	}
+	x.init(n, r)
 	for _, s := range old {
 		if s.idx != 0 {
 			x.put(s)

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -13,6 +14,36 @@ func testKey(i uint32) FlowKey {
 		Src: decode.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}),
 		Dst: decode.AddrFrom4([4]byte{10, 1, 0, byte(i % 7)}),
 		DQP: i,
+	}
+}
+
+// TestIndexGrowth fills a table past a huge page of index and checks each
+// size the index grows to: four times larger while the new index fits a
+// huge page (its pages fault 4 KiB at a time, all of them touched), then
+// twice; and every key still found.
+func TestIndexGrowth(t *testing.T) {
+	const n = 200000
+	tab := newTable(n, 1)
+	var sizes []int
+	for i := range uint32(n) {
+		k := testKey(i)
+		tab.insert(&k, k.Hash(1))
+		if len(sizes) == 0 || sizes[len(sizes)-1] != len(tab.slots) {
+			sizes = append(sizes, len(tab.slots))
+		}
+	}
+	want := []int{initialSlots, 4 * initialSlots, 16 * initialSlots, 64 * initialSlots, 128 * initialSlots}
+	if !slices.Equal(sizes, want) {
+		t.Fatalf("index sizes %v, want %v", sizes, want)
+	}
+	if s := 64 * initialSlots * int(unsafe.Sizeof(slot{})); s != hugePage {
+		t.Fatalf("the last index grown four times is %d bytes, want a huge page", s)
+	}
+	for i := range uint32(n) {
+		k := testKey(i)
+		if got := tab.lookup(&k, k.Hash(1)); got != int32(i) {
+			t.Fatalf("lookup(%v) = %d, want %d", k, got, i)
+		}
 	}
 }
 
