@@ -173,12 +173,15 @@ func (r *FlowRecord) Hash() uint64 { return r.hash }
 // SetHash sets the record's flow hash: the hash of its key under seed.
 func (r *FlowRecord) SetHash(seed uint64) { r.hash = r.Key.Hash(seed) }
 
-// flowOrder is scratch space for sorting a window's flow list.
+// flowOrder is scratch space for sorting a window's flow list, its arrays
+// made when it first sorts one.
 type flowOrder struct {
-	a, b  []sortItem
-	perm  []uint32 // of permute: the sorted positions
-	count []uint32
-	lines lines // of permute: the records to prefetch
+	a, b       []sortItem
+	perm       []uint32 // of permute: the sorted positions
+	count      []uint32
+	lines      lines // of permute: the records to prefetch
+	aMem, bMem *scratch.Array[sortItem]
+	permMem    *scratch.Array[uint32]
 }
 
 // sortItem is a record's place in the sort: its hash and position.
@@ -211,7 +214,10 @@ func (o *flowOrder) normalize(flows []FlowRecord) []FlowRecord {
 // sort is normalize but for the opcode mixes.
 func (o *flowOrder) sort(flows []FlowRecord) []FlowRecord {
 	n := len(flows)
-	o.a, o.b = scratch.Resize(o.a, n), scratch.Resize(o.b, n)
+	if o.aMem == nil {
+		o.aMem, o.bMem, o.permMem = scratch.NewArray[sortItem](), scratch.NewArray[sortItem](), scratch.NewArray[uint32]()
+	}
+	o.a, o.b = o.aMem.Resize(n), o.bMem.Resize(n)
 	for i := range flows {
 		o.a[i] = sortItem{flows[i].hash, uint32(i)}
 	}
@@ -238,7 +244,7 @@ func (o *flowOrder) sort(flows []FlowRecord) []FlowRecord {
 	// The positions apart, four bytes each: permute follows its cycles
 	// through them one dependent load at a time, and a dense array stays
 	// in the second-level cache where the sort items would not.
-	o.perm = scratch.Resize(o.perm, n)
+	o.perm = o.permMem.Resize(n)
 	for i := range items {
 		o.perm[i] = items[i].pos
 	}

@@ -1,26 +1,33 @@
 package metrics
 
-import "sync/atomic"
+import "github.com/rocescope/rocescope/internal/mapped"
 
-// region is memory for the QP table's arrays taken from the kernel with
-// mmap rather than from the Go heap, so that it can ask for transparent
-// huge pages (madvise MADV_HUGEPAGE, on Linux): the first touch of each
-// 2 MiB then costs one page fault rather than 512. Pages are committed as
-// they are first touched (MAP_NORESERVE), so an array reserved at the
-// table's capacity costs memory only for the flows it holds. Where huge
-// pages are switched off (transparent_hugepage = never) the advice is
-// ignored and the region works with 4 KiB pages; where mmap fails, and off
-// Linux, the array comes from the Go heap. The Go collector does not scan
-// a region: what lives in one must hold no pointers.
+// region is memory for the QP table's arrays and the windows' flow lists,
+// mapped with a request for huge pages (package mapped), and how much of a
+// flow list's region has been written.
 type region struct {
-	b    []byte // the mapping; nil for heap memory
-	high int    // of a flow list's region: the records written in it so far, whose pages are committed
+	mem  mapped.Memory
+	high int // of a flow list's region: the records written in it so far, whose pages are committed
 }
 
-// hugePage is the size of a transparent huge page on x86-64 and of the
-// usual arm64 configuration.
-const hugePage = 2 << 20
+// hugePage is the size of a transparent huge page.
+const hugePage = mapped.HugePage
 
-// hugeAdvised counts the regions the kernel took the huge-page advice for
-// (TestRegionWholeHugePages reads it).
-var hugeAdvised atomic.Int64
+// makeArray returns an array of n zero Ts, a type without pointers, and
+// the region it lives in, to be freed when nothing refers to the array any
+// more.
+func makeArray[T any](n int) ([]T, region) {
+	a, m := mapped.Make[T](n)
+	return a, region{mem: m}
+}
+
+// resizeArray resizes the array of Ts in r to n, in place or moved (no
+// byte is copied), and returns it; false when the kernel refuses, with r
+// unchanged.
+func resizeArray[T any](r *region, n int) ([]T, bool) { return mapped.Resize[T](&r.mem, n) }
+
+// free returns the region's memory to the kernel.
+func (r region) free() { r.mem.Free() }
+
+// holds reports whether the array a lives in r.
+func (r *region) holds(a []FlowRecord) bool { return mapped.Holds(&r.mem, a) }

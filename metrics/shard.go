@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/scratch"
 )
 
 // event is what the reader stage hands a worker for one RoCE frame: the
@@ -67,27 +68,29 @@ const (
 type shard struct {
 	cfg    *Config
 	tab    *table
-	open   ring[*Window]           // the open windows
-	late   []*Window               // late parts of windows the ring closed, for a lagging reader (lateWindow)
-	high   int64                   // newest window index opened
-	active [2][]int32              // slab positions of the flows whose counters are in the open window of each parity
-	lines  lines                   // scratch of handleChunk and flush: the lines to prefetch
-	ahead  [handleChunk]uint32     // scratch of handleChunk: the entry each event's lookup will compare first (table.probe)
-	pairs  [handleChunk]connHashes // scratch of handleChunk: the connection hashes of the events whose ahead is 0
-	pool   *windowPool             // where open windows come from
-	closed []*Window               // windows closed since the last drain
-	flows  int                     // flows of the last window closed: what a new one is made room for
-	lists  int64                   // flow lists numbered so far (newList)
-	order  flowOrder               // scratch of the sort of a closing window's flow list
+	open   ring[*Window]            // the open windows
+	late   []*Window                // late parts of windows the ring closed, for a lagging reader (lateWindow)
+	high   int64                    // newest window index opened
+	active [2][]int32               // slab positions of the flows whose counters are in the open window of each parity
+	actMem [2]*scratch.Array[int32] // the memory of active
+	lines  lines                    // scratch of handleChunk and flush: the lines to prefetch
+	ahead  [handleChunk]uint32      // scratch of handleChunk: the entry each event's lookup will compare first (table.probe)
+	pairs  [handleChunk]connHashes  // scratch of handleChunk: the connection hashes of the events whose ahead is 0
+	pool   *windowPool              // where open windows come from
+	closed []*Window                // windows closed since the last drain
+	flows  int                      // flows of the last window closed: what a new one is made room for
+	lists  int64                    // flow lists numbered so far (newList)
+	order  flowOrder                // scratch of the sort of a closing window's flow list
 }
 
 func newShard(cfg *Config, capacity int, pool *windowPool) *shard {
 	return &shard{
-		cfg:   cfg,
-		tab:   newTable(capacity, cfg.Seed),
-		high:  noWindow,
-		pool:  pool,
-		lines: make(lines, 0, 6*handleChunk), // what handleChunk's third pass may ask for at most
+		cfg:    cfg,
+		tab:    newTable(capacity, cfg.Seed),
+		high:   noWindow,
+		pool:   pool,
+		lines:  make(lines, 0, 6*handleChunk), // what handleChunk's third pass may ask for at most
+		actMem: [2]*scratch.Array[int32]{scratch.NewArray[int32](), scratch.NewArray[int32]()},
 	}
 }
 
@@ -589,7 +592,9 @@ func (s *shard) counters(idx int32, h *hot, c *cold, win *Window, w int64) *Flow
 		}
 		h.win, h.nruns = w, 0
 		c.lastWin = max(c.lastWin, w)
-		s.active[w&1] = append(s.active[w&1], idx)
+		act := s.actMem[w&1].Resize(len(s.active[w&1]) + 1)
+		act[len(act)-1] = idx
+		s.active[w&1] = act
 		return nil
 	}
 	if c.prevList != win.list {

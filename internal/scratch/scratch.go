@@ -1,18 +1,53 @@
-// Package scratch sizes the scratch slices that are refilled whole for each
-// window: a flow list's sort items, a report's rates of the flows, its
-// directory of flows by hash and its incast links.
+// Package scratch holds the scratch arrays that are refilled for each
+// window: a QP table's lists of the flows that sent in a window, a flow
+// list's sort items, a report's rates of the flows, its directory of flows
+// by hash and its incast links.
 package scratch
 
-// Resize returns s resliced to n elements when its capacity holds them;
-// else a new slice of n elements with a quarter more capacity, so that
-// lists whose length wanders from window to window stop growing soon. The
-// elements' values are unspecified, as the caller overwrites them: unlike
-// slices.Grow on s[:0], which copies the whole old array into the new one
-// and then clears the rest, it copies nothing, and a new array's pages are
-// first touched by the caller's own writes.
-func Resize[T any](s []T, n int) []T {
-	if n <= cap(s) {
-		return s[:n]
+import (
+	"runtime"
+
+	"github.com/rocescope/rocescope/internal/mapped"
+)
+
+// Array is a scratch array of Ts, a type without pointers, in memory
+// mapped from the kernel (package mapped): one of a huge page or more is in
+// huge pages, it grows in place or moves without a copy, and its pages,
+// once written, stay committed from window to window. A Go heap array that
+// grows is copied into fresh pages, zeroed first, and one freed and made
+// again may have gone back to the kernel in between (issue 25: a page
+// first touched costs about 14 µs of CPU on the VMs measured). The mapping
+// is freed when the Array is collected. An Array is used by one goroutine
+// at a time.
+type Array[T any] struct {
+	s   []T
+	mem *mapped.Memory
+}
+
+// NewArray returns an empty Array.
+func NewArray[T any]() *Array[T] {
+	a := &Array[T]{mem: new(mapped.Memory)}
+	runtime.AddCleanup(a, (*mapped.Memory).Free, a.mem)
+	return a
+}
+
+// Resize returns the array with n elements; those below the length it had
+// keep their values, the others are unspecified, as the caller overwrites
+// them. Beyond its capacity it grows to n and a quarter more, so that
+// lists whose length wanders from window to window stop growing soon.
+func (a *Array[T]) Resize(n int) []T {
+	if n > cap(a.s) {
+		size := n + n/4
+		s, ok := mapped.Resize[T](a.mem, size)
+		if !ok { // on the Go heap, or mremap refused
+			var m mapped.Memory
+			s, m = mapped.Make[T](size)
+			copy(s, a.s)
+			a.mem.Free()
+			*a.mem = m
+		}
+		a.s = s
 	}
-	return make([]T, n, n+n/4)
+	a.s = a.s[:n]
+	return a.s
 }

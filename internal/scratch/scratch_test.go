@@ -2,18 +2,25 @@ package scratch
 
 import "testing"
 
-func TestResize(t *testing.T) {
-	s := make([]int, 3, 8)
-	s[0] = 7
-	r := Resize(s, 8)
-	if len(r) != 8 || &r[0] != &s[0] || r[0] != 7 {
-		t.Fatalf("Resize within capacity: len %d, moved %v, first %d; want 8, same array, 7", len(r), &r[0] != &s[0], r[0])
+// TestArray grows an Array past a huge page and back: the elements below
+// its length keep their values as it grows, its capacity grows by a
+// quarter more than asked, and shrinking keeps the array.
+func TestArray(t *testing.T) {
+	a := NewArray[uint64]()
+	s := a.Resize(3)
+	if len(s) != 3 || cap(s) != 3 {
+		t.Fatalf("Resize(3): len %d cap %d, want 3, 3", len(s), cap(s))
 	}
-	g := Resize(s, 100)
-	if len(g) != 100 || cap(g) != 125 || &g[0] == &s[0] {
-		t.Fatalf("Resize beyond capacity: len %d cap %d, moved %v; want 100, 125, a new array", len(g), cap(g), &g[0] != &s[0])
+	s[0], s[2] = 7, 9
+	g := a.Resize(1 << 20) // 8 MiB
+	if len(g) != 1<<20 || cap(g) != 1<<20+1<<18 || g[0] != 7 || g[2] != 9 {
+		t.Fatalf("Resize(1<<20): len %d cap %d, first %d, third %d; want %d, %d, 7, 9", len(g), cap(g), g[0], g[2], 1<<20, 1<<20+1<<18)
 	}
-	if z := Resize[int](nil, 0); len(z) != 0 {
-		t.Fatalf("Resize(nil, 0) has %d elements", len(z))
+	g[1<<20-1] = 5
+	if r := a.Resize(10); &r[0] != &g[0] || r[2] != 9 {
+		t.Fatal("Resize to fewer elements moved the array or lost a value")
+	}
+	if r := a.Resize(1 << 20); r[1<<20-1] != 5 {
+		t.Fatal("Resize within the capacity lost a value")
 	}
 }

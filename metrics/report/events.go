@@ -9,7 +9,6 @@ import (
 	"strconv"
 
 	"github.com/rocescope/rocescope/decode"
-	"github.com/rocescope/rocescope/internal/scratch"
 	"github.com/rocescope/rocescope/metrics"
 )
 
@@ -349,7 +348,7 @@ func (rp *Reporter) incasts(w *metrics.Window, evs []Event) []Event {
 func (rp *Reporter) resetDsts(n int) {
 	rp.dsts = rp.dsts[:0]
 	rp.dstAt.reset()
-	rp.nextFlow = scratch.Resize(rp.nextFlow, n)
+	rp.nextFlow = rp.nextMem.Resize(n)
 }
 
 // addDst adds f, the flow at position i of the window's list, to the

@@ -13,9 +13,10 @@ import (
 // a record or two where a binary search of a million records probes twenty
 // scattered ones. It is built on the window's first lookup.
 type flowIndex struct {
-	w     *metrics.Window // the window indexed, nil for none
-	shift uint            // 64 minus the bits of the directory
-	start []int32         // start[b]: the first position whose hash has top bits ≥ b; 2^bits+1 entries
+	w     *metrics.Window       // the window indexed, nil for none
+	shift uint                  // 64 minus the bits of the directory
+	start []int32               // start[b]: the first position whose hash has top bits ≥ b; 2^bits+1 entries
+	mem   *scratch.Array[int32] // start's memory
 }
 
 // maxIndexBits bounds the directory: 2^24 buckets (64 MiB) for lists of
@@ -36,7 +37,10 @@ func (x *flowIndex) build(w *metrics.Window) {
 func (x *flowIndex) begin(w *metrics.Window) {
 	b := min(max(bits.Len(uint(len(w.Flows))), 1), maxIndexBits)
 	x.w, x.shift = nil, uint(64-b)
-	x.start = scratch.Resize(x.start, 1<<b+1)
+	if x.mem == nil {
+		x.mem = scratch.NewArray[int32]()
+	}
+	x.start = x.mem.Resize(1<<b + 1)
 	clear(x.start)
 }
 

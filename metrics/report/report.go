@@ -97,16 +97,18 @@ type SketchError struct {
 // without copying them: only the flows a report names (top, elephants,
 // jitter; all of them with Config.Exact) become [FlowReport]s.
 type Reporter struct {
-	cfg      metrics.Config
-	prevIdx  int64 // index of the last window built, when built
-	built    bool
-	prev     []flowRate // previous window's flows, in canonical order
-	cur      []flowRate
-	pairs    map[qpEnd]pairing
-	cmReq    map[cmReqKey]pairing
-	cnp      map[int32]uint64 // CNPs attributed to a flow of the window being built, by position
-	maxPairs int
-	now      int64 // index of the window being built
+	cfg     metrics.Config
+	prevIdx int64 // index of the last window built, when built
+	built   bool
+	prev    []flowRate // previous window's flows, in canonical order
+	cur     []flowRate
+	// The memory of prev and cur, which swap with them.
+	prevMem, curMem *scratch.Array[flowRate]
+	pairs           map[qpEnd]pairing
+	cmReq           map[cmReqKey]pairing
+	cnp             map[int32]uint64 // CNPs attributed to a flow of the window being built, by position
+	maxPairs        int
+	now             int64 // index of the window being built
 	// summing says that the windows are a Summary's: their flows carry
 	// the CNPs attributed to them already.
 	summing bool
@@ -116,7 +118,8 @@ type Reporter struct {
 	open, next map[eventKey]openEvent
 	dstAt      dstIndex // positions in dsts
 	dsts       []dstAgg
-	nextFlow   []int32 // per flow: the next flow into its destination, -1 for none
+	nextFlow   []int32               // per flow: the next flow into its destination, -1 for none
+	nextMem    *scratch.Array[int32] // nextFlow's memory
 	points     []slotPoint
 	active     map[decode.Addr]int // runs going on per source address
 	load       []uint64            // per burst slot: the change of a destination's aggregate (reaches)
@@ -180,6 +183,9 @@ func NewReporter(cfg *metrics.Config) (*Reporter, error) {
 		open:     make(map[eventKey]openEvent),
 		next:     make(map[eventKey]openEvent),
 		active:   make(map[decode.Addr]int),
+		prevMem:  scratch.NewArray[flowRate](),
+		curMem:   scratch.NewArray[flowRate](),
+		nextMem:  scratch.NewArray[int32](),
 	}, nil
 }
 
@@ -283,7 +289,7 @@ func (rp *Reporter) Build(w *metrics.Window) *Report {
 	// need the directory: a pass of its own each read every record.
 	rp.index.begin(w)
 	rp.carriers = rp.carriers[:0]
-	rp.cur = scratch.Resize(rp.cur, len(flows))[:0]
+	rp.cur = rp.curMem.Resize(len(flows))[:0]
 	top := newTopList(rp.cfg.Top, func(i, j int32) int { return byBytes(&flows[i], &flows[j]) })
 	topRetrans := newTopList(rp.cfg.Top, func(i, j int32) int {
 		return byCount(flows[i].C[metrics.FlowRetransmits], flows[j].C[metrics.FlowRetransmits], &flows[i], &flows[j])
@@ -395,6 +401,7 @@ func (rp *Reporter) Build(w *metrics.Window) *Report {
 	r.ReadLatency = summarize(w.ReadLatency)
 	r.AckLatency = summarize(w.AckLatency)
 	rp.prev, rp.cur = rp.cur, rp.prev
+	rp.prevMem, rp.curMem = rp.curMem, rp.prevMem
 	rp.prevIdx, rp.built = idx, true
 	return r
 }

@@ -1,0 +1,67 @@
+package mapped
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// record is an element the size of a flow record.
+type record struct {
+	n   uint64
+	pad [344]byte
+}
+
+// TestWholeHugePages checks that an array of a huge page or more lives in
+// a mapping of whole huge pages on a huge page boundary, before and after
+// it grows, so that every page of it can be a huge one; that growing keeps
+// what was written; and that a smaller array is mapped at its own size.
+func TestWholeHugePages(t *testing.T) {
+	const rec = int(unsafe.Sizeof(record{}))
+	aligned := func(what string, a []record, m *Memory, n int) {
+		t.Helper()
+		if len(a) != n || cap(a) != n || !Holds(m, a) {
+			t.Fatalf("%s: array of %d/%d records, in its mapping %v; want %d, true", what, len(a), cap(a), Holds(m, a), n)
+		}
+		if p := uintptr(unsafe.Pointer(&m.b[0])); p%HugePage != 0 || len(m.b)%HugePage != 0 || len(m.b) < n*rec || len(m.b)-n*rec >= HugePage {
+			t.Fatalf("%s: mapping of %d bytes at %#x for %d bytes of records; want whole huge pages on a boundary", what, len(m.b), p, n*rec)
+		}
+	}
+	advised := Advised.Load()
+	n := 3*HugePage/rec + 1 // a mapping of 4 MiB would fall short of a huge page
+	a, m := Make[record](n)
+	if m.b == nil {
+		t.Skip("mmap refused: the array is on the Go heap")
+	}
+	defer m.Free()
+	aligned("made", a, &m, n)
+	if Advised.Load() != advised+1 {
+		t.Errorf("Advised went from %d to %d making one mapping, want one more", advised, Advised.Load())
+	}
+	a[n-1].n = 7
+	grown, ok := Resize[record](&m, 5*n)
+	if !ok {
+		t.Fatal("mremap refused to grow the mapping")
+	}
+	aligned("grown", grown, &m, 5*n)
+	if grown[n-1].n != 7 {
+		t.Fatalf("growing lost a record's count: %d, want 7", grown[n-1].n)
+	}
+
+	small, sm := Make[record](10)
+	defer sm.Free()
+	if len(small) != 10 || len(sm.b) != 10*rec {
+		t.Fatalf("a mapping of 10 records maps %d bytes, want %d", len(sm.b), 10*rec)
+	}
+	if Holds(&sm, a) || Holds(&sm, small[:0:0]) {
+		t.Fatal("a mapping holds an array it does not, or an empty one")
+	}
+	var none Memory
+	if _, ok := Resize[record](&none, 4); ok {
+		t.Fatal("Resize of no mapping succeeded")
+	}
+	sm.Free()
+	if sm.b != nil {
+		t.Fatal("Free left the mapping in place")
+	}
+	sm.Free() // twice: nothing to do
+}
