@@ -152,16 +152,22 @@ func (s *shard) lateWindow(w int64) *Window {
 }
 
 // openWindow opens window w in the slot of its parity, with room for a
-// quarter more flows than the last window had, at once instead of by
-// doubling: a million-flow window is 350 MB of records, and a window with
-// a few more flows than the last would otherwise copy them all. Room not
+// quarter more flows than the last window had, or than the table holds
+// when no window closed yet, at once instead of by doubling: a
+// million-flow window is 350 MB of records, and a window with a few more
+// flows than the last would otherwise copy them all, or grow through
+// sizes below a huge page, whose pages fault 4 KiB at a time. Room not
 // used costs no memory (see growFlows).
 func (s *shard) openWindow(w int64) *Window {
 	win := s.newList(w)
 	if prev := s.open.get(w - 1); prev != nil {
 		prev.swapFlowMem(win)
 	}
-	growFlows(win, s.flows+s.flows/4)
+	n := s.flows
+	if n == 0 {
+		n = s.tab.used
+	}
+	growFlows(win, n+n/4)
 	s.open.put(win)
 	return win
 }
