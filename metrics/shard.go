@@ -208,10 +208,11 @@ func (s *shard) closeThrough(w int64) {
 
 // flush copies into the window of parity p the counters of the flows still
 // counting in it, puts its flow list in canonical order and hands win over
-// (the collector feeds the host's list to the flow sketches: countFlows). A late part (p < 0) has every record in its list.
-// The last window of a run (last) counts the idle flows a nearly full table
-// would evict without evicting them, one index removal each: the table is
-// reset before it serves again.
+// (the collector feeds the host's list to the flow sketches: countFlows).
+// A late part (p < 0) has every record in its list. The last window of a
+// run (last) counts the idle flows a nearly full table would evict without
+// evicting them, one index removal each: the table is reset before it
+// serves again.
 func (s *shard) flush(p int64, win *Window, last bool) {
 	w := win.Index()
 	if p >= 0 {
