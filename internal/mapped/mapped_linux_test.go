@@ -7,8 +7,8 @@ import (
 
 // record is an element the size of a flow record.
 type record struct {
-	n   uint64
-	pad [344]byte
+	n uint64
+	_ [344]byte
 }
 
 // TestWholeHugePages checks that an array of a huge page or more lives in
