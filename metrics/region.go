@@ -21,11 +21,6 @@ func makeArray[T any](n int) ([]T, region) {
 	return a, region{mem: m}
 }
 
-// resizeArray resizes the array of Ts in r to n, in place or moved (no
-// byte is copied), and returns it; false when the kernel refuses, with r
-// unchanged.
-func resizeArray[T any](r *region, n int) ([]T, bool) { return mapped.Resize[T](&r.mem, n) }
-
 // free returns the region's memory to the kernel.
 func (r region) free() { r.mem.Free() }
 

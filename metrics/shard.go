@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/mapped"
 	"github.com/rocescope/rocescope/internal/scratch"
 )
 
@@ -347,18 +348,7 @@ func growFlows(win *Window, n int) {
 	if cap(flows)-len(flows) >= n {
 		return
 	}
-	size := len(flows) + n
-	if r := win.flowMem; r != nil && r.holds(flows) {
-		if grown, ok := resizeArray[FlowRecord](r, size); ok {
-			win.Flows = grown[:len(flows)]
-			return
-		}
-	}
-	grown, r := makeArray[FlowRecord](size)
-	win.Flows = append(grown[:0], flows...)
-	mem := win.flowRegion()
-	mem.free()
-	*mem = r
+	win.Flows = mapped.Grow(&win.flowRegion().mem, flows, len(flows)+n)[:len(flows)]
 }
 
 // sweep evicts every flow that sent nothing in window w or later, and

@@ -41,3 +41,20 @@ var Advised atomic.Int64
 func Holds[T any](m *Memory, a []T) bool {
 	return m.b != nil && cap(a) > 0 && unsafe.Pointer(unsafe.SliceData(a)) == unsafe.Pointer(&m.b[0])
 }
+
+// Grow returns an array of n Ts, n ≥ len(a), that begins with the
+// elements of a, in m: a's own mapping resized when m holds a (mremap: no
+// byte copied, the pages written stay committed), else a new mapping the
+// elements are copied into, m's old mapping freed.
+func Grow[T any](m *Memory, a []T, n int) []T {
+	if Holds(m, a) {
+		if s, ok := resize[T](m, n); ok {
+			return s
+		}
+	}
+	s, nm := Make[T](n)
+	copy(s, a)
+	m.Free()
+	*m = nm
+	return s
+}

@@ -48,11 +48,11 @@ func (m *Memory) Free() {
 	}
 }
 
-// Resize resizes the array of Ts in m to n, in place or moved (mremap
+// resize resizes the array of Ts in m to n, in place or moved (mremap
 // MREMAP_MAYMOVE: no byte is copied, the pages written stay committed),
 // and returns it; false when m holds no mapping or the kernel refuses,
 // with m unchanged.
-func Resize[T any](m *Memory, n int) ([]T, bool) {
+func resize[T any](m *Memory, n int) ([]T, bool) {
 	var zero T
 	if m.b == nil {
 		return nil, false

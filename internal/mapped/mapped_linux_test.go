@@ -38,7 +38,7 @@ func TestWholeHugePages(t *testing.T) {
 		t.Errorf("Advised went from %d to %d making one mapping, want one more", advised, Advised.Load())
 	}
 	a[n-1].n = 7
-	grown, ok := Resize[record](&m, 5*n)
+	grown, ok := resize[record](&m, 5*n)
 	if !ok {
 		t.Fatal("mremap refused to grow the mapping")
 	}
@@ -56,8 +56,14 @@ func TestWholeHugePages(t *testing.T) {
 		t.Fatal("a mapping holds an array it does not, or an empty one")
 	}
 	var none Memory
-	if _, ok := Resize[record](&none, 4); ok {
-		t.Fatal("Resize of no mapping succeeded")
+	if _, ok := resize[record](&none, 4); ok {
+		t.Fatal("resize of no mapping succeeded")
+	}
+	// An array not in the mapping moves into a new one, the old freed.
+	grown[0].n = 3
+	moved := Grow(&sm, grown[:2], 20)
+	if len(moved) != 20 || !Holds(&sm, moved) || moved[0].n != 3 || Holds(&sm, small) {
+		t.Fatal("Grow of an array another mapping holds did not move it into a new one")
 	}
 	sm.Free()
 	if sm.b != nil {

@@ -8,5 +8,5 @@ func Make[T any](n int) ([]T, Memory) { return make([]T, n), Memory{} }
 // Free does nothing: the collector frees heap memory.
 func (m *Memory) Free() {}
 
-// Resize cannot resize heap memory in place.
-func Resize[T any](m *Memory, n int) ([]T, bool) { return nil, false }
+// resize cannot resize heap memory in place.
+func resize[T any](m *Memory, n int) ([]T, bool) { return nil, false }

@@ -37,16 +37,7 @@ func NewArray[T any]() *Array[T] {
 // lists whose length wanders from window to window stop growing soon.
 func (a *Array[T]) Resize(n int) []T {
 	if n > cap(a.s) {
-		size := n + n/4
-		s, ok := mapped.Resize[T](a.mem, size)
-		if !ok { // on the Go heap, or mremap refused
-			var m mapped.Memory
-			s, m = mapped.Make[T](size)
-			copy(s, a.s)
-			a.mem.Free()
-			*a.mem = m
-		}
-		a.s = s
+		a.s = mapped.Grow(a.mem, a.s, n+n/4)
 	}
 	a.s = a.s[:n]
 	return a.s
