@@ -176,12 +176,10 @@ func (r *FlowRecord) SetHash(seed uint64) { r.hash = r.Key.Hash(seed) }
 // flowOrder is scratch space for sorting a window's flow list, its arrays
 // made when it first sorts one.
 type flowOrder struct {
-	a, b       []sortItem
-	perm       []uint32 // of permute: the sorted positions
-	count      []uint32
-	lines      lines // of permute: the records to prefetch
-	aMem, bMem *scratch.Array[sortItem]
-	permMem    *scratch.Array[uint32]
+	a, b  *scratch.Array[sortItem] // the sort items, and radix's other half
+	perm  *scratch.Array[uint32]   // of permute: the sorted positions
+	count []uint32
+	lines lines // of permute: the records to prefetch
 }
 
 // sortItem is a record's place in the sort: its hash and position.
@@ -214,14 +212,14 @@ func (o *flowOrder) normalize(flows []FlowRecord) []FlowRecord {
 // sort is normalize but for the opcode mixes.
 func (o *flowOrder) sort(flows []FlowRecord) []FlowRecord {
 	n := len(flows)
-	if o.aMem == nil {
-		o.aMem, o.bMem, o.permMem = scratch.NewArray[sortItem](), scratch.NewArray[sortItem](), scratch.NewArray[uint32]()
+	if o.a == nil {
+		o.a, o.b, o.perm = scratch.NewArray[sortItem](), scratch.NewArray[sortItem](), scratch.NewArray[uint32]()
 	}
-	o.a, o.b = o.aMem.Resize(n), o.bMem.Resize(n)
+	a := o.a.Resize(n)
 	for i := range flows {
-		o.a[i] = sortItem{flows[i].hash, uint32(i)}
+		a[i] = sortItem{flows[i].hash, uint32(i)}
 	}
-	items := o.radix()
+	items := o.radix(a, o.b.Resize(n))
 	// Equal hashes keep their input order in a radix sort: order them by
 	// key, so that the result does not depend on the input order. Records
 	// of one flow have equal hashes: where no two hashes are equal, no
@@ -244,11 +242,11 @@ func (o *flowOrder) sort(flows []FlowRecord) []FlowRecord {
 	// The positions apart, four bytes each: permute follows its cycles
 	// through them one dependent load at a time, and a dense array stays
 	// in the second-level cache where the sort items would not.
-	o.perm = o.permMem.Resize(n)
+	perm := o.perm.Resize(n)
 	for i := range items {
-		o.perm[i] = items[i].pos
+		perm[i] = items[i].pos
 	}
-	o.permute(flows, o.perm)
+	o.permute(flows, perm)
 	if twice {
 		return merged(flows)
 	}
@@ -304,10 +302,11 @@ func mergeFlows(a, b []FlowRecord) []FlowRecord {
 	return out
 }
 
-// radix sorts o.a by hash, least significant 16 bits first, skipping the
-// digits every item shares, and returns the sorted slice (o.a or o.b).
-func (o *flowOrder) radix() []sortItem {
-	src, dst := o.a, o.b
+// radix sorts a by hash, least significant 16 bits first, skipping the
+// digits every item shares, with b of a's length as the other half, and
+// returns the sorted slice (a or b).
+func (o *flowOrder) radix(a, b []sortItem) []sortItem {
+	src, dst := a, b
 	if len(src) < 256 {
 		slices.SortFunc(src, func(x, y sortItem) int { return cmp.Compare(x.hash, y.hash) })
 		return src
