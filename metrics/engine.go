@@ -375,6 +375,12 @@ func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) 
 	free := make([]chan *batch, n)
 	room := make([]chan struct{}, n)
 	marked := make([]chan struct{}, n)
+	mem := make([]*batchMem, n)
+	defer func() {
+		for _, m := range mem {
+			m.free() // every goroutine of the run is done with its batches
+		}
+	}()
 	var workers sync.WaitGroup
 	for k := range n {
 		in[k] = make(chan *batch, inQueue)
@@ -383,8 +389,9 @@ func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) 
 		free[k] = make(chan *batch, inQueue+1+len(feeds))
 		room[k] = make(chan struct{}, cap(free[k])-batchesMade)
 		marked[k] = make(chan struct{}, marksQueue*len(feeds))
+		mem[k] = newBatchMem(cap(free[k]))
 		for range batchesMade {
-			free[k] <- newBatch()
+			free[k] <- mem[k].batch()
 		}
 		for range cap(room[k]) {
 			room[k] <- struct{}{}
@@ -403,7 +410,7 @@ func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) 
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
-			out := &poolOutput{from: i, in: in, free: free, room: room, marked: marked, msgs: msgs, out: make([]*batch, n)}
+			out := &poolOutput{from: i, in: in, free: free, room: room, mem: mem, marked: marked, msgs: msgs, out: make([]*batch, n)}
 			for k := range out.out {
 				out.take(k)
 			}
@@ -498,6 +505,7 @@ type poolOutput struct {
 	in   []chan *batch   // to each worker
 	free []chan *batch   // empty batches of each worker
 	room []chan struct{} // a token per batch of each worker not made yet
+	mem  []*batchMem     // where each worker's batches are made
 	// A token per batch carrying a close mark that a worker has yet to
 	// handle, marksQueue per reader at most.
 	marked []chan struct{}
@@ -513,15 +521,41 @@ func (o *poolOutput) take(k int) {
 	default:
 		select {
 		case <-o.room[k]:
-			o.out[k] = newBatch()
+			o.out[k] = o.mem[k].batch()
 		case o.out[k] = <-o.free[k]:
 		}
 	}
 	o.out[k].from = o.from
 }
 
-// newBatch returns an empty batch.
-func newBatch() *batch { return &batch{evs: make([]event, 0, batchSize), close: noWindow} }
+// batchMem is the memory of a worker's batches: one mapping with room for
+// as many as the worker can have, carved a batch at a time as they are
+// made, so that their events fault in huge pages instead of 24 pages of
+// 4 KiB a batch (two workers at 100 k connections make all 68 of theirs in
+// a cold run: 1 632 page faults on the Go heap). Untouched room costs no
+// memory (package mapped); the mapping is freed when the run ends.
+type batchMem struct {
+	evs  []event
+	mem  region
+	made atomic.Int32
+}
+
+// newBatchMem returns the memory of n batches.
+func newBatchMem(n int) *batchMem {
+	m := new(batchMem)
+	m.evs, m.mem = makeArray[event](n * batchSize)
+	return m
+}
+
+// batch returns a new empty batch. Readers make a worker's batches
+// concurrently; no more than the memory's n.
+func (m *batchMem) batch() *batch {
+	i := int(m.made.Add(1)-1) * batchSize
+	return &batch{evs: m.evs[i : i : i+batchSize], close: noWindow}
+}
+
+// free returns the memory to the kernel, once no batch is in use.
+func (m *batchMem) free() { m.mem.free() }
 
 // send hands worker k its batch and takes a new one.
 func (o *poolOutput) send(k int) {

@@ -667,15 +667,18 @@ func TestEngineClockSteps(t *testing.T) {
 
 // TestPoolOutputTakesBatches: a reader takes the batches given back first,
 // makes new ones while the worker has room for more, and then waits for
-// one given back.
+// one given back. The batches it makes are carved from the worker's
+// memory, a batch's room after another's.
 func TestPoolOutputTakesBatches(t *testing.T) {
-	given := newBatch()
+	mem := newBatchMem(3)
+	defer mem.free()
+	given := mem.batch()
 	free := []chan *batch{make(chan *batch, 3)}
 	room := []chan struct{}{make(chan struct{}, 2)}
 	free[0] <- given
 	room[0] <- struct{}{}
 	room[0] <- struct{}{}
-	o := &poolOutput{free: free, room: room, out: make([]*batch, 1)}
+	o := &poolOutput{free: free, room: room, mem: []*batchMem{mem}, out: make([]*batch, 1)}
 	var got []*batch
 	for range 3 {
 		o.take(0)
@@ -683,6 +686,11 @@ func TestPoolOutputTakesBatches(t *testing.T) {
 	}
 	if got[0] != given || got[1] == given || got[2] == given || got[1] == got[2] {
 		t.Fatalf("took %p %p %p: want %p, then two new batches", got[0], got[1], got[2], given)
+	}
+	for i, b := range got {
+		if len(b.evs) != 0 || cap(b.evs) != batchSize || &b.evs[:1][0] != &mem.evs[i*batchSize] || b.close != noWindow {
+			t.Fatalf("batch %d: %d events, room for %d at %p, close %d; want 0, %d at %p, none", i, len(b.evs), cap(b.evs), &b.evs[:1][0], b.close, batchSize, &mem.evs[i*batchSize])
+		}
 	}
 	done := make(chan struct{})
 	go func() {
