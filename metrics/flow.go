@@ -94,7 +94,10 @@ func hashKey(src, dst *decode.Addr, dqp uint32, seed uint64) uint64 {
 // connection: the two addresses combined without order, and the UDP source
 // port, which RoCEv2 NICs derive from both QP numbers so that it is equal
 // both ways. The engine shards on it so that a request and its response meet
-// on one worker. sport is 0 for RoCEv1 and native InfiniBand.
+// on one worker. sport is 0 for RoCEv1 and native InfiniBand. Which flows
+// a full QP table tracks depends on the shard each lands on, so that the
+// reports of a run whose flows overflow the table depend on this hash:
+// changing it changes them.
 func connHash(src, dst *decode.Addr, sport uint16) uint64 {
 	// Each address is mixed on its own and the two are added, which is
 	// symmetric in src and dst without the collisions a plain XOR of nearby

@@ -89,6 +89,20 @@ func TestConnHashIsSymmetric(t *testing.T) {
 	if connHash(&a, &b, 1) == connHash(&a, &c, 1) {
 		t.Error("connHash ignores an address")
 	}
+	// Pairs of hosts whose addresses add up alike (a linear mix of each
+	// address would give 10.0.0.1-10.0.0.4 and 10.0.0.2-10.0.0.3 one
+	// hash) are told apart, with one port for all as RoCEv1 has.
+	seen := make(map[uint64][2]int)
+	for i := 1; i <= 64; i++ {
+		for j := i + 1; j <= 64; j++ {
+			x, y := decode.AddrFrom4([4]byte{10, 0, 0, byte(i)}), decode.AddrFrom4([4]byte{10, 0, 0, byte(j)})
+			h := connHash(&x, &y, 0)
+			if p, dup := seen[h]; dup {
+				t.Fatalf("10.0.0.%d-10.0.0.%d and 10.0.0.%d-10.0.0.%d share connHash %#x", p[0], p[1], i, j, h)
+			}
+			seen[h] = [2]int{i, j}
+		}
+	}
 	// The shards of many connections between few hosts must spread.
 	var counts [8]int
 	for i := range 8000 {
