@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/rocescope/rocescope/sketch"
 )
 
 // TestConfigZerosAreValues: Validate takes a zero as a value, refusing it
@@ -48,5 +50,27 @@ func TestConfigZerosAreValues(t *testing.T) {
 	c.Lateness = NoLateness
 	if r := newReader(&c, nil); r.lateness != 0 {
 		t.Errorf("NoLateness: the reader waits %d ns", r.lateness)
+	}
+}
+
+// TestSketchShapesRefused: a window's sketches of a shape the sketch
+// package refuses are an error of that package, not a panic, whether the
+// counters would be mapped or not.
+func TestSketchShapesRefused(t *testing.T) {
+	for _, set := range []func(*Config){
+		func(c *Config) { c.CMDepth = -1 },
+		func(c *Config) { c.CMWidth = -8 },
+		func(c *Config) { c.CMWidth = 3 },
+		func(c *Config) { c.CMDepth, c.CMWidth = 8, 1<<30 },
+		func(c *Config) { c.CMDepth = sketch.MaxCountMinDepth + 1 },
+	} {
+		c, err := (&Config{Workers: 1}).WithDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		set(&c)
+		if _, err := newWindow(&c); !errors.Is(err, sketch.ErrConfig) {
+			t.Errorf("count-min %d×%d: %v, want sketch.ErrConfig", c.CMDepth, c.CMWidth, err)
+		}
 	}
 }

@@ -137,13 +137,34 @@ func newFlowSketches(sc sketchConfig) (fs flowSketches, err error) {
 		return fs, fmt.Errorf("metrics: distinct sketch: %w", err)
 	}
 	cm := sketch.CountMinConfig{Depth: sc.CMDepth, Width: sc.CMWidth, Seed: sc.Seed}
-	if fs.bytes, err = sketch.NewCountMin(cm); err != nil {
-		return fs, fmt.Errorf("metrics: count-min sketch: %w", err)
+	if fs.bytes, err = newMappedCountMin(cm); err != nil {
+		return fs, err
 	}
-	if fs.packets, err = sketch.NewCountMin(cm); err != nil {
-		return fs, fmt.Errorf("metrics: count-min sketch: %w", err)
+	if fs.packets, err = newMappedCountMin(cm); err != nil {
+		return fs, err
 	}
 	return fs, nil
+}
+
+// newMappedCountMin returns a Count-Min sketch shaped by cfg (with the
+// depth and width given) whose counters live in a region of their own, freed
+// when the sketch is collected: a flow's bytes or packets land on a random
+// counter of each row, so that a window's flows touch every page of the
+// megabytes of counters, which fault 512 times fewer in huge pages (1 024
+// faults of 4 KiB a run for the two sketches on the Go heap).
+func newMappedCountMin(cfg sketch.CountMinConfig) (*sketch.CountMin, error) {
+	n := cfg.Depth * cfg.Width
+	if cfg.Depth < 1 || cfg.Width < 1 || n > sketch.MaxCountMinCells {
+		n = 0 // a shape the sketch refuses, and says why: nothing to map
+	}
+	counters, mem := makeArray[uint64](n)
+	c, err := sketch.NewCountMinIn(cfg, counters)
+	if err != nil {
+		mem.free()
+		return nil, fmt.Errorf("metrics: count-min sketch: %w", err)
+	}
+	runtime.AddCleanup(c, region.free, mem)
+	return c, nil
 }
 
 // setFlowSketches gives w the flow sketches fs, which may be none.

@@ -71,16 +71,24 @@ type CountMin struct {
 }
 
 // NewCountMin returns an empty sketch shaped by cfg.
-func NewCountMin(cfg CountMinConfig) (*CountMin, error) {
+func NewCountMin(cfg CountMinConfig) (*CountMin, error) { return NewCountMinIn(cfg, nil) }
+
+// NewCountMinIn is NewCountMin with the counters in memory the caller
+// provides: counters holds Depth×Width zeros (after the defaults), such as
+// an array the caller mapped itself to ask for huge pages, and stays the
+// sketch's for as long as the sketch is used. A nil counters is
+// NewCountMin's own array.
+func NewCountMinIn(cfg CountMinConfig, counters []uint64) (*CountMin, error) {
 	c := &CountMin{}
-	if err := c.init(cfg); err != nil {
+	if err := c.init(cfg, counters); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// init allocates c for cfg.
-func (c *CountMin) init(cfg CountMinConfig) error {
+// init shapes c for cfg, with counters as its counters, or an array of its
+// own when nil.
+func (c *CountMin) init(cfg CountMinConfig, counters []uint64) error {
 	if cfg.Depth == 0 {
 		cfg.Depth = DefaultCountMinDepth
 	}
@@ -94,8 +102,14 @@ func (c *CountMin) init(cfg CountMinConfig) error {
 		return fmt.Errorf("sketch: count-min %d×%d: want 1 to %d rows of a power of two ≥ 2 counters, at most %d in all: %w",
 			cfg.Depth, cfg.Width, MaxCountMinDepth, MaxCountMinCells, ErrConfig)
 	}
+	switch n := cfg.Depth * cfg.Width; {
+	case counters == nil:
+		counters = make([]uint64, n)
+	case len(counters) != n:
+		return fmt.Errorf("sketch: count-min %d×%d in %d counters: %w", cfg.Depth, cfg.Width, len(counters), ErrConfig)
+	}
 	c.shape(cfg.Depth, uint8(bits.TrailingZeros(uint(cfg.Width))), cfg.Conservative, cfg.Seed)
-	c.counters = make([]uint64, cfg.Depth*cfg.Width)
+	c.counters = counters
 	c.blocks = make([]uint8, countMinBlocks(len(c.counters)))
 	c.total, c.dirty = 0, false
 	return nil

@@ -161,6 +161,42 @@ func TestQuantileSmall(t *testing.T) {
 
 // TestCountMinSmall checks exact estimates when few keys share no counter,
 // and conservative update against the standard rule.
+// TestCountMinIn: a sketch made in the caller's counters counts in them,
+// and estimates, encodes and resets as one with its own; counters of
+// another length are refused.
+func TestCountMinIn(t *testing.T) {
+	cfg := CountMinConfig{Depth: 3, Width: 1 << 10}
+	mem := make([]uint64, 3<<10)
+	in := must(NewCountMinIn(cfg, mem))
+	own := must(NewCountMin(cfg))
+	for k := range uint32(500) {
+		in.Add(testHash(k), uint64(k))
+		own.Add(testHash(k), uint64(k))
+	}
+	var sum uint64
+	for _, v := range mem {
+		sum += v
+	}
+	if sum != 3*own.Total() || own.Total() != 124750 {
+		t.Fatalf("the caller's counters sum to %d, want 3 rows of %d (124750)", sum, own.Total())
+	}
+	a, b := must(in.MarshalBinary()), must(own.MarshalBinary())
+	if !bytes.Equal(a, b) {
+		t.Fatal("a sketch in the caller's counters encodes differently")
+	}
+	in.Reset()
+	for i, v := range mem {
+		if v != 0 {
+			t.Fatalf("counter %d is %d after Reset", i, v)
+		}
+	}
+	for _, n := range []int{3<<10 - 1, 3<<10 + 1, 1} {
+		if _, err := NewCountMinIn(cfg, make([]uint64, n)); !errors.Is(err, ErrConfig) {
+			t.Errorf("%d counters for 3×1024: %v, want ErrConfig", n, err)
+		}
+	}
+}
+
 func TestCountMinSmall(t *testing.T) {
 	std := must(NewCountMin(CountMinConfig{Depth: 4, Width: 1 << 16}))
 	cu := must(NewCountMin(CountMinConfig{Depth: 4, Width: 1 << 16, Conservative: true}))
