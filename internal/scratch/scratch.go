@@ -6,6 +6,7 @@ package scratch
 
 import (
 	"runtime"
+	"unsafe"
 
 	"github.com/rocescope/rocescope/internal/mapped"
 )
@@ -24,6 +25,9 @@ type Array[T any] struct {
 	mem *mapped.Memory
 }
 
+// pageSize is the size of a page of the smallest kind.
+const pageSize = 4096
+
 // NewArray returns an empty Array.
 func NewArray[T any]() *Array[T] {
 	a := &Array[T]{mem: new(mapped.Memory)}
@@ -34,10 +38,13 @@ func NewArray[T any]() *Array[T] {
 // Resize returns the array with n elements; those below the length it had
 // keep their values, the others are unspecified, as the caller overwrites
 // them. Beyond its capacity it grows to n and a quarter more, so that
-// lists whose length wanders from window to window stop growing soon.
+// lists whose length wanders from window to window stop growing soon, and
+// to a page at least: the kernel maps whole pages, and a list that grows
+// an element at a time from empty would otherwise ask it for each size.
 func (a *Array[T]) Resize(n int) []T {
 	if n > cap(a.s) {
-		a.s = mapped.Grow(a.mem, a.s, n+n/4)
+		var zero T
+		a.s = mapped.Grow(a.mem, a.s, max(n+n/4, pageSize/max(int(unsafe.Sizeof(zero)), 1)))
 	}
 	a.s = a.s[:n]
 	return a.s

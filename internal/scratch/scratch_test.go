@@ -8,8 +8,11 @@ import "testing"
 func TestArray(t *testing.T) {
 	a := NewArray[uint64]()
 	s := a.Resize(3)
-	if len(s) != 3 || cap(s) != 3 {
-		t.Fatalf("Resize(3): len %d cap %d, want 3, 3", len(s), cap(s))
+	if len(s) != 3 || cap(s) != 512 {
+		t.Fatalf("Resize(3): len %d cap %d, want 3, a page (512)", len(s), cap(s))
+	}
+	if r := a.Resize(4); &r[0] != &s[0] {
+		t.Fatal("Resize within the first page moved the array")
 	}
 	s[0], s[2] = 7, 9
 	g := a.Resize(1 << 20) // 8 MiB
