@@ -51,13 +51,19 @@ func (m *Memory) Free() {
 // resize resizes the array of Ts in m to n, in place or moved (mremap
 // MREMAP_MAYMOVE: no byte is copied, the pages written stay committed),
 // and returns it; false when m holds no mapping or the kernel refuses,
-// with m unchanged.
+// with m unchanged. It refuses too when the mapping is smaller than a huge
+// page and the array would not be: such a mapping starts anywhere, and
+// grown in place it could hold a huge page only where one happens to fit
+// whole, so that the rest of it would fault 4 KiB at a time; a new mapping
+// (Grow) starts on a huge page boundary, for the cost of copying less than
+// a huge page.
 func resize[T any](m *Memory, n int) ([]T, bool) {
 	var zero T
-	if m.b == nil {
+	size := hugeRounded(int(unsafe.Sizeof(zero)) * n)
+	if m.b == nil || len(m.b) < HugePage && size >= HugePage {
 		return nil, false
 	}
-	b, err := unix.Mremap(m.b, hugeRounded(int(unsafe.Sizeof(zero))*n), unix.MREMAP_MAYMOVE)
+	b, err := unix.Mremap(m.b, size, unix.MREMAP_MAYMOVE)
 	if err != nil {
 		return nil, false
 	}

@@ -70,4 +70,20 @@ func TestWholeHugePages(t *testing.T) {
 		t.Fatal("Free left the mapping in place")
 	}
 	sm.Free() // twice: nothing to do
+
+	// A mapping smaller than a huge page grows past one into a new
+	// mapping on a huge page boundary, with what was written.
+	few, fm := Make[record](100)
+	few[99].n = 9
+	if _, ok := resize[record](&fm, n); ok {
+		t.Fatal("resize grew a mapping smaller than a huge page past one, where it may start off a boundary")
+	}
+	past := Grow(&fm, few, n)
+	defer fm.Free()
+	aligned("grown past a huge page", past, &fm, n)
+	if past[99].n != 9 {
+		t.Fatalf("growing past a huge page lost a record's count: %d, want 9", past[99].n)
+	}
+	within := Grow(&fm, past, n+1)
+	aligned("grown within its huge pages", within, &fm, n+1)
 }
