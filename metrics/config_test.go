@@ -62,6 +62,7 @@ func TestSketchShapesRefused(t *testing.T) {
 		func(c *Config) { c.CMWidth = -8 },
 		func(c *Config) { c.CMWidth = 3 },
 		func(c *Config) { c.CMDepth, c.CMWidth = 8, 1<<30 },
+		func(c *Config) { c.CMDepth, c.CMWidth = 4, 1<<62 }, // 2^64 cells: 0 in an int
 		func(c *Config) { c.CMDepth = sketch.MaxCountMinDepth + 1 },
 	} {
 		c, err := (&Config{Workers: 1}).WithDefaults()

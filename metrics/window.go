@@ -153,9 +153,9 @@ func newFlowSketches(sc sketchConfig) (fs flowSketches, err error) {
 // megabytes of counters, which fault 512 times fewer in huge pages (1 024
 // faults of 4 KiB a run for the two sketches on the Go heap).
 func newMappedCountMin(cfg sketch.CountMinConfig) (*sketch.CountMin, error) {
-	n := cfg.Depth * cfg.Width
-	if cfg.Depth < 1 || cfg.Width < 1 || n > sketch.MaxCountMinCells {
-		n = 0 // a shape the sketch refuses, and says why: nothing to map
+	n := 0 // for a shape the sketch refuses, and says why: nothing to map
+	if cfg.Depth >= 1 && cfg.Width >= 1 && cfg.Width <= sketch.MaxCountMinCells/cfg.Depth {
+		n = cfg.Depth * cfg.Width
 	}
 	counters, mem := makeArray[uint64](n)
 	c, err := sketch.NewCountMinIn(cfg, counters)

@@ -98,7 +98,7 @@ func (c *CountMin) init(cfg CountMinConfig, counters []uint64) error {
 	if cfg.Seed == 0 {
 		cfg.Seed = DefaultSeed
 	}
-	if cfg.Depth < 1 || cfg.Depth > MaxCountMinDepth || cfg.Width < 2 || cfg.Width&(cfg.Width-1) != 0 || cfg.Depth*cfg.Width > MaxCountMinCells {
+	if cfg.Depth < 1 || cfg.Depth > MaxCountMinDepth || cfg.Width < 2 || cfg.Width&(cfg.Width-1) != 0 || cfg.Width > MaxCountMinCells/cfg.Depth {
 		return fmt.Errorf("sketch: count-min %d×%d: want 1 to %d rows of a power of two ≥ 2 counters, at most %d in all: %w",
 			cfg.Depth, cfg.Width, MaxCountMinDepth, MaxCountMinCells, ErrConfig)
 	}

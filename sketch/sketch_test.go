@@ -259,7 +259,7 @@ func TestConfig(t *testing.T) {
 	try(bad, "distinct bits 100", err)
 	_, err = NewDistinct(DistinctConfig{HLLPrecision: 18, Bits: 1 << 28})
 	try(ok, "distinct limits", err)
-	for _, c := range []CountMinConfig{{Depth: 17}, {Depth: -1}, {Width: 1}, {Width: 3}, {Depth: 2, Width: 1 << 24}} {
+	for _, c := range []CountMinConfig{{Depth: 17}, {Depth: -1}, {Width: 1}, {Width: 3}, {Depth: 2, Width: 1 << 24}, {Depth: 4, Width: 1 << 62}} {
 		_, err := NewCountMin(c)
 		try(bad, "count-min "+itoa(c.Depth)+"x"+itoa(c.Width), err)
 	}
