@@ -146,16 +146,16 @@ func newFlowSketches(sc sketchConfig) (fs flowSketches, err error) {
 	return fs, nil
 }
 
-// newMappedCountMin returns a Count-Min sketch shaped by cfg (with the
-// depth and width given) whose counters live in a region of their own, freed
-// when the sketch is collected: a flow's bytes or packets land on a random
-// counter of each row, so that a window's flows touch every page of the
-// megabytes of counters, which fault 512 times fewer in huge pages (1 024
-// faults of 4 KiB a run for the two sketches on the Go heap).
+// newMappedCountMin returns a Count-Min sketch shaped by cfg whose
+// counters live in a region of their own, freed when the sketch is
+// collected: a flow's bytes or packets land on a random counter of each
+// row, so that a window's flows touch every page of the megabytes of
+// counters, which fault 512 times fewer in huge pages (1 024 faults of
+// 4 KiB a run for the two sketches on the Go heap).
 func newMappedCountMin(cfg sketch.CountMinConfig) (*sketch.CountMin, error) {
-	n := 0 // for a shape the sketch refuses, and says why: nothing to map
-	if cfg.Depth >= 1 && cfg.Width >= 1 && cfg.Width <= sketch.MaxCountMinCells/cfg.Depth {
-		n = cfg.Depth * cfg.Width
+	n, err := cfg.Counters()
+	if err != nil {
+		return nil, fmt.Errorf("metrics: count-min sketch: %w", err)
 	}
 	counters, mem := makeArray[uint64](n)
 	c, err := sketch.NewCountMinIn(cfg, counters)

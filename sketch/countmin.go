@@ -86,9 +86,8 @@ func NewCountMinIn(cfg CountMinConfig, counters []uint64) (*CountMin, error) {
 	return c, nil
 }
 
-// init shapes c for cfg, with counters as its counters, or an array of its
-// own when nil.
-func (c *CountMin) init(cfg CountMinConfig, counters []uint64) error {
+// withDefaults returns cfg with its zero fields set to the defaults.
+func (cfg CountMinConfig) withDefaults() CountMinConfig {
 	if cfg.Depth == 0 {
 		cfg.Depth = DefaultCountMinDepth
 	}
@@ -98,11 +97,30 @@ func (c *CountMin) init(cfg CountMinConfig, counters []uint64) error {
 	if cfg.Seed == 0 {
 		cfg.Seed = DefaultSeed
 	}
+	return cfg
+}
+
+// Counters returns the number of counters of a sketch shaped by cfg,
+// Depth×Width after the defaults: what NewCountMinIn takes. A shape
+// NewCountMin refuses is its error.
+func (cfg CountMinConfig) Counters() (int, error) {
+	cfg = cfg.withDefaults()
 	if cfg.Depth < 1 || cfg.Depth > MaxCountMinDepth || cfg.Width < 2 || cfg.Width&(cfg.Width-1) != 0 || cfg.Width > MaxCountMinCells/cfg.Depth {
-		return fmt.Errorf("sketch: count-min %d×%d: want 1 to %d rows of a power of two ≥ 2 counters, at most %d in all: %w",
+		return 0, fmt.Errorf("sketch: count-min %d×%d: want 1 to %d rows of a power of two ≥ 2 counters, at most %d in all: %w",
 			cfg.Depth, cfg.Width, MaxCountMinDepth, MaxCountMinCells, ErrConfig)
 	}
-	switch n := cfg.Depth * cfg.Width; {
+	return cfg.Depth * cfg.Width, nil
+}
+
+// init shapes c for cfg, with counters as its counters, or an array of its
+// own when nil.
+func (c *CountMin) init(cfg CountMinConfig, counters []uint64) error {
+	cfg = cfg.withDefaults()
+	n, err := cfg.Counters()
+	if err != nil {
+		return err
+	}
+	switch {
 	case counters == nil:
 		counters = make([]uint64, n)
 	case len(counters) != n:

@@ -166,6 +166,15 @@ func TestQuantileSmall(t *testing.T) {
 // another length are refused.
 func TestCountMinIn(t *testing.T) {
 	cfg := CountMinConfig{Depth: 3, Width: 1 << 10}
+	if n, err := cfg.Counters(); n != 3<<10 || err != nil {
+		t.Fatalf("Counters of 3×1024: %d, %v", n, err)
+	}
+	if n, err := (CountMinConfig{}).Counters(); n != DefaultCountMinDepth*DefaultCountMinWidth || err != nil {
+		t.Fatalf("Counters of the defaults: %d, %v; want %d", n, err, DefaultCountMinDepth*DefaultCountMinWidth)
+	}
+	if _, err := (CountMinConfig{Depth: 4, Width: 1 << 62}).Counters(); !errors.Is(err, ErrConfig) {
+		t.Fatalf("Counters of 4×2^62: %v, want ErrConfig", err)
+	}
 	mem := make([]uint64, 3<<10)
 	in := must(NewCountMinIn(cfg, mem))
 	own := must(NewCountMin(cfg))
