@@ -72,8 +72,7 @@ type shard struct {
 	open   ring[*Window]            // the open windows
 	late   []*Window                // late parts of windows the ring closed, for a lagging reader (lateWindow)
 	high   int64                    // newest window index opened
-	active [2][]int32               // slab positions of the flows whose counters are in the open window of each parity
-	actMem [2]*scratch.Array[int32] // the memory of active
+	active [2]*scratch.Array[int32] // slab positions of the flows whose counters are in the open window of each parity
 	lines  lines                    // scratch of handleChunk and flush: the lines to prefetch
 	ahead  [handleChunk]uint32      // scratch of handleChunk: the entry each event's lookup will compare first (table.probe)
 	pairs  [handleChunk]connHashes  // scratch of handleChunk: the connection hashes of the events whose ahead is 0
@@ -91,7 +90,7 @@ func newShard(cfg *Config, capacity int, pool *windowPool) *shard {
 		high:   noWindow,
 		pool:   pool,
 		lines:  make(lines, 0, 6*handleChunk), // what handleChunk's third pass may ask for at most
-		actMem: [2]*scratch.Array[int32]{scratch.NewArray[int32](), scratch.NewArray[int32]()},
+		active: [2]*scratch.Array[int32]{scratch.NewArray[int32](), scratch.NewArray[int32]()},
 	}
 }
 
@@ -102,7 +101,8 @@ func (s *shard) reset() {
 	clear(s.late)
 	s.late = s.late[:0]
 	s.high = noWindow
-	s.active[0], s.active[1] = s.active[0][:0], s.active[1][:0]
+	s.active[0].Resize(0)
+	s.active[1].Resize(0)
 	s.closed = s.closed[:0]
 }
 
@@ -218,7 +218,7 @@ func (s *shard) flush(p int64, win *Window, last bool) {
 	w := win.Index()
 	if p >= 0 {
 		s.pool.lendFlowMem(win)
-		for act := s.active[p]; len(act) > 0; {
+		for act := s.active[p].Slice(); len(act) > 0; {
 			n := min(len(act), flushAhead)
 			s.entriesAhead(act[:n])
 			s.recordsAhead(act[:n], win)
@@ -229,7 +229,7 @@ func (s *shard) flush(p int64, win *Window, last bool) {
 			}
 			act = act[n:]
 		}
-		s.active[p] = s.active[p][:0]
+		s.active[p].Resize(0)
 	}
 	// Sorted here, on the worker, a window's lists from several shards
 	// merge in one pass on the collector.
@@ -589,9 +589,7 @@ func (s *shard) counters(idx int32, h *hot, c *cold, win *Window, w int64) *Flow
 		}
 		h.win, h.nruns = w, 0
 		c.lastWin = max(c.lastWin, w)
-		act := s.actMem[w&1].Resize(len(s.active[w&1]) + 1)
-		act[len(act)-1] = idx
-		s.active[w&1] = act
+		s.active[w&1].Append(idx)
 		return nil
 	}
 	if c.prevList != win.list {

@@ -49,3 +49,12 @@ func (a *Array[T]) Resize(n int) []T {
 	a.s = a.s[:n]
 	return a.s
 }
+
+// Append adds v after the array's elements, growing it as Resize does.
+func (a *Array[T]) Append(v T) {
+	n := len(a.s)
+	a.Resize(n + 1)[n] = v
+}
+
+// Slice returns the array's elements: what the last Resize or Append left.
+func (a *Array[T]) Slice() []T { return a.s }

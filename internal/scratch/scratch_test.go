@@ -27,3 +27,26 @@ func TestArray(t *testing.T) {
 		t.Fatal("Resize within the capacity lost a value")
 	}
 }
+
+// TestArrayAppend appends past a page: the elements are the ones appended,
+// in order, and Resize(0) empties the array for the next window's.
+func TestArrayAppend(t *testing.T) {
+	a := NewArray[int32]()
+	for i := range int32(5000) {
+		a.Append(i * 3)
+	}
+	s := a.Slice()
+	if len(s) != 5000 {
+		t.Fatalf("%d elements after 5000 appends", len(s))
+	}
+	for i, v := range s {
+		if v != int32(i)*3 {
+			t.Fatalf("element %d is %d, want %d", i, v, i*3)
+		}
+	}
+	a.Resize(0)
+	a.Append(-1)
+	if s := a.Slice(); len(s) != 1 || s[0] != -1 {
+		t.Fatalf("after Resize(0) and one append: %v", s)
+	}
+}
