@@ -78,20 +78,32 @@ const maxFlowOps = 8
 
 // OpMix is the packets of a flow per BTH opcode.
 type OpMix struct {
-	Op    [maxFlowOps]uint8  // opcodes, in order of first sight
+	Op    [maxFlowOps]uint8  // opcodes, in increasing order
 	N     [maxFlowOps]uint64 // packets per opcode; N[i] == 0 ends the list
-	Other uint64             // packets of opcodes beyond the first maxFlowOps
+	Other uint64             // packets of opcodes beyond the first maxFlowOps seen
 }
 
-// Add counts n packets of opcode op.
+// Add counts n packets of opcode op. The opcodes stay in increasing
+// order, the canonical one, so that a window's records need no pass of
+// their own to sort them (one cache miss per record); which opcodes a full
+// mix keeps apart is the first maxFlowOps seen, as in any order.
 func (m *OpMix) Add(op uint8, n uint64) {
 	for i := range m.Op {
-		if m.N[i] == 0 {
+		switch {
+		case m.N[i] == 0:
 			m.Op[i], m.N[i] = op, n
 			return
-		}
-		if m.Op[i] == op {
+		case m.Op[i] == op:
 			m.N[i] += n
+			return
+		case m.Op[i] > op:
+			if m.N[maxFlowOps-1] != 0 {
+				m.Other += n // full
+				return
+			}
+			copy(m.Op[i+1:], m.Op[i:maxFlowOps-1])
+			copy(m.N[i+1:], m.N[i:maxFlowOps-1])
+			m.Op[i], m.N[i] = op, n
 			return
 		}
 	}
@@ -203,13 +215,10 @@ func (o *flowOrder) normalize(flows []FlowRecord) []FlowRecord {
 	if !inOrder(flows) {
 		flows = o.sort(flows)
 	}
-	for i := range flows {
-		flows[i].Ops.sort()
-	}
 	return flows
 }
 
-// sort is normalize but for the opcode mixes.
+// sort is normalize for a list not in canonical order.
 func (o *flowOrder) sort(flows []FlowRecord) []FlowRecord {
 	n := len(flows)
 	if o.a == nil {
@@ -375,17 +384,3 @@ func (o *flowOrder) permute(flows []FlowRecord, perm []uint32) {
 
 // permuteAhead is how many records of a cycle permute asks for at a time.
 const permuteAhead = 8
-
-// sort orders the opcodes of m by value, the canonical order.
-func (m *OpMix) sort() {
-	n := 0
-	for n < maxFlowOps && m.N[n] != 0 {
-		n++
-	}
-	for i := 1; i < n; i++ {
-		for j := i; j > 0 && m.Op[j] < m.Op[j-1]; j-- {
-			m.Op[j], m.Op[j-1] = m.Op[j-1], m.Op[j]
-			m.N[j], m.N[j-1] = m.N[j-1], m.N[j]
-		}
-	}
-}

@@ -634,11 +634,12 @@ func (w *Window) decode(data []byte, reuse bool, maxSketchBytes int64) error {
 			r.fail("%d opcodes in a flow, at most %d", k, maxFlowOps)
 			k = 0
 		}
-		for j := range k {
-			f.Ops.Op[j] = r.u8()
-			if f.Ops.N[j] = r.uvarint(); f.Ops.N[j] == 0 {
+		for range k {
+			op, n := r.u8(), r.uvarint()
+			if n == 0 {
 				r.fail("opcode with no packets")
 			}
+			f.Ops.Add(op, n) // in order, whatever the file's
 		}
 		f.Ops.Other = r.uvarint()
 		if version >= 4 {
