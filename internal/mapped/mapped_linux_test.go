@@ -11,10 +11,11 @@ type record struct {
 	_ [344]byte
 }
 
-// TestWholeHugePages checks that an array of a huge page or more lives in
-// a mapping of whole huge pages on a huge page boundary, before and after
-// it grows, so that every page of it can be a huge one; that growing keeps
-// what was written; and that a smaller array is mapped at its own size.
+// TestWholeHugePages checks that an array of half a huge page or more
+// lives in a mapping of whole huge pages on a huge page boundary, before
+// and after it grows, so that every page of it can be a huge one; that
+// growing keeps what was written; and that a smaller array is mapped at
+// its own size.
 func TestWholeHugePages(t *testing.T) {
 	const rec = int(unsafe.Sizeof(record{}))
 	aligned := func(what string, a []record, m *Memory, n int) {
@@ -71,19 +72,32 @@ func TestWholeHugePages(t *testing.T) {
 	}
 	sm.Free() // twice: nothing to do
 
-	// A mapping smaller than a huge page grows past one into a new
-	// mapping on a huge page boundary, with what was written.
+	// A mapping smaller than half a huge page grows past that into a
+	// new mapping of a huge page on a huge page boundary, with what was
+	// written; so is an array of that size made at once.
+	half := hugeFrom/rec + 1
+	below, bm := Make[record](half - 1)
+	defer bm.Free()
+	if len(bm.b) != len(below)*rec {
+		t.Fatalf("an array of %d bytes, below half a huge page, maps %d bytes, want its own size", len(below)*rec, len(bm.b))
+	}
+	at, am := Make[record](half)
+	defer am.Free()
+	aligned("made of half a huge page", at, &am, half)
 	few, fm := Make[record](100)
 	few[99].n = 9
-	if _, ok := resize[record](&fm, n); ok {
-		t.Fatal("resize grew a mapping smaller than a huge page past one, where it may start off a boundary")
+	if _, ok := resize[record](&fm, half); ok {
+		t.Fatal("resize grew a mapping smaller than half a huge page past that, where it may start off a boundary")
 	}
-	past := Grow(&fm, few, n)
+	past := Grow(&fm, few, half)
 	defer fm.Free()
-	aligned("grown past a huge page", past, &fm, n)
+	aligned("grown past half a huge page", past, &fm, half)
 	if past[99].n != 9 {
-		t.Fatalf("growing past a huge page lost a record's count: %d, want 9", past[99].n)
+		t.Fatalf("growing past half a huge page lost a record's count: %d, want 9", past[99].n)
 	}
-	within := Grow(&fm, past, n+1)
-	aligned("grown within its huge pages", within, &fm, n+1)
+	within := Grow(&fm, past, n)
+	aligned("grown past a huge page", within, &fm, n)
+	if within[99].n != 9 {
+		t.Fatalf("growing past a huge page lost a record's count: %d, want 9", within[99].n)
+	}
 }
