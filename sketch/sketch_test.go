@@ -159,8 +159,6 @@ func TestQuantileSmall(t *testing.T) {
 	}
 }
 
-// TestCountMinSmall checks exact estimates when few keys share no counter,
-// and conservative update against the standard rule.
 // TestCountMinIn: a sketch made in the caller's counters counts in them,
 // and estimates, encodes and resets as one with its own; counters of
 // another length are refused.
@@ -206,6 +204,8 @@ func TestCountMinIn(t *testing.T) {
 	}
 }
 
+// TestCountMinSmall checks exact estimates when few keys share no counter,
+// and conservative update against the standard rule.
 func TestCountMinSmall(t *testing.T) {
 	std := must(NewCountMin(CountMinConfig{Depth: 4, Width: 1 << 16}))
 	cu := must(NewCountMin(CountMinConfig{Depth: 4, Width: 1 << 16, Conservative: true}))
