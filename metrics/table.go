@@ -344,9 +344,9 @@ func (x *index) put(s slot) {
 // grow makes the index larger, in a new region kept in *r, and re-places
 // every position from its tag: four times larger while the new index fits
 // a huge page, then twice. The indexes below half a huge page (package
-// mapped) fault 4 KiB at a time, each page costing about 14 µs of CPU on the virtual machines
-// measured (issue 25), and every one of their pages is touched: skipping
-// two sizes of three touches a third of those pages.
+// mapped) fault 4 KiB at a time, each page costing about 14 µs of CPU on
+// the virtual machines measured (issue 25), and every one of their pages
+// is touched: skipping two sizes of three touches a third of those pages.
 func (x *index) grow(r *region) {
 	old, oldMem := x.slots, *r
 	*r = region{}
