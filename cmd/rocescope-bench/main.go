@@ -11,7 +11,13 @@
 // changing load falls on all alike, and prints per trace the median of
 // each: its rate, its CPU time per frame (user and system, from
 // getrusage), its ratio to the walk's rate, the ratio of its CPU per frame
-// to the baseline's, its peak resident memory and its minor page faults.
+// to the baseline's, the ratio of its rate to one worker's (for more
+// workers), its peak resident memory and its minor page faults. The two
+// ratios are of runs of the same round, so that the load of a moment and
+// the drift of the machine fall on both sides alike: the median of the
+// rounds' ratios, and in brackets the lowest and highest, which say how
+// far a figure near a target can be trusted. A contestant's own messages
+// (its standard error) are shown only when it fails.
 //
 // Each run starts --settle after the last ended. On a VM whose balloon
 // driver reports freed pages to the host (virtio-balloon free page
@@ -31,6 +37,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -101,7 +108,8 @@ type contestant struct {
 	name string
 	args []string // command and arguments; the trace is appended
 	runs int
-	base int // index of the contestant it is compared with, -1 for none
+	base int // index of the contestant its CPU per frame is compared with, -1 for none
+	one  int // index of the same binary with one worker, whose rate its rate is compared with, -1 for none
 }
 
 // shape is the shape of a generated trace: frames over a span of time.
@@ -173,8 +181,8 @@ func run(ctx context.Context, args []string) error {
 		host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), *snap, *dir, *runs, *settle)
 	// Fixed columns rather than a tabwriter: each trace's rows are printed
 	// as soon as they are measured, and still line up with the others.
-	const row = "%8v %9v %6v %26v %7v %13v %8v %12v %13v %12v\n"
-	fmt.Printf(row, "conns", "frames", "span", "contestant", "Mpps", "CPU ns/frame", "vs walk", "CPU vs base", "peak RSS MiB", "minor faults")
+	const row = "%8v %9v %6v %26v %7v %13v %8v %20v %20v %13v %12v\n"
+	fmt.Printf(row, "conns", "frames", "span", "contestant", "Mpps", "CPU ns/frame", "vs walk", "CPU vs base", "rate vs 1 worker", "peak RSS MiB", "minor faults")
 	for _, c := range *conns {
 		for _, sh := range shapes {
 			n := sh.frames
@@ -182,38 +190,56 @@ func run(ctx context.Context, args []string) error {
 			if err := generate(ctx, bin, trace, sh, c, *snap); err != nil {
 				return err
 			}
-			list := []contestant{{name: "bare walk", args: []string{self, walkCommand}, runs: *runs, base: -1}}
+			list := []contestant{{name: "bare walk", args: []string{self, walkCommand}, runs: *runs, base: -1, one: -1}}
 			replay := func(bin string, w int) []string {
 				return []string{bin, "replay", "--workers", strconv.Itoa(w), "--format", "jsonl", "-o", os.DevNull, "--progress=false"}
 			}
+			// The contestants replaying with one worker, ours and the
+			// baseline's.
+			one := [2]int{-1, -1}
 			for _, w := range *workers {
-				ct := contestant{name: fmt.Sprintf("replay, %d worker(s)", w), runs: *runs, args: replay(bin, w), base: -1}
+				bins := []string{bin}
 				if baseBin != "" {
-					ct.base = len(list) + 1
-					list = append(list, ct, contestant{name: fmt.Sprintf("%s, %d worker(s)", *baseline, w), runs: *runs,
-						args: replay(baseBin, w), base: -1})
-					continue
+					bins = append(bins, baseBin)
 				}
-				list = append(list, ct)
+				for k, b := range bins {
+					ct := contestant{name: fmt.Sprintf("replay, %d worker(s)", w), runs: *runs, args: replay(b, w), base: -1, one: -1}
+					switch {
+					case k == 1:
+						ct.name = fmt.Sprintf("%s, %d worker(s)", *baseline, w)
+					case baseBin != "":
+						ct.base = len(list) + 1
+					}
+					if w == 1 {
+						one[k] = len(list)
+					} else {
+						ct.one = one[k]
+					}
+					list = append(list, ct)
+				}
 			}
 			if haveTshark && n <= *tsharkMax {
-				list = append(list, contestant{name: "tshark -T fields", runs: 1, base: -1,
+				list = append(list, contestant{name: "tshark -T fields", runs: 1, base: -1, one: -1,
 					args: []string{"tshark", "-n", "--disable-protocol", "rpcordma", "-T", "fields", "-e", "infiniband.bth.opcode", "-r"}})
 			}
-			results, err := rounds(ctx, list, trace, *settle)
+			all, err := rounds(ctx, list, trace, *settle)
 			if err != nil {
 				return err
 			}
 			rate := func(r result) float64 { return float64(n) / r.elapsed.Seconds() }
 			perFrame := func(r result) float64 { return float64(r.cpu.Nanoseconds()) / float64(n) }
+			results := medians(all)
 			for i, ct := range list {
 				r := results[i]
-				vsBase := "-"
+				vsBase, vsOne := "-", "-"
 				if ct.base >= 0 {
-					vsBase = fmt.Sprintf("%.2fx", perFrame(r)/perFrame(results[ct.base]))
+					vsBase = paired(all[i], all[ct.base], func(a, b result) float64 { return perFrame(a) / perFrame(b) })
+				}
+				if ct.one >= 0 {
+					vsOne = paired(all[i], all[ct.one], func(a, b result) float64 { return rate(a) / rate(b) })
 				}
 				fmt.Printf(row, c, n, sh.span, ct.name, fmt.Sprintf("%.2f", rate(r)/1e6), fmt.Sprintf("%.0f", perFrame(r)),
-					fmt.Sprintf("%.3f", rate(r)/rate(results[0])), vsBase, fmt.Sprintf("%.0f", float64(r.maxRSS)/(1<<20)), r.faults)
+					fmt.Sprintf("%.3f", rate(r)/rate(results[0])), vsBase, vsOne, fmt.Sprintf("%.0f", float64(r.maxRSS)/(1<<20)), r.faults)
 			}
 		}
 	}
@@ -265,9 +291,8 @@ func generate(ctx context.Context, bin, trace string, sh shape, conns, snap int)
 
 // rounds runs the contestants on trace in rounds, one run of each per
 // round (each ct.runs times in all), each settle after the last, and
-// returns the median run of each: the run of median CPU time; its wall
-// time, peak memory and faults are the medians of theirs.
-func rounds(ctx context.Context, list []contestant, trace string, settle time.Duration) ([]result, error) {
+// returns the runs of each, in round order.
+func rounds(ctx context.Context, list []contestant, trace string, settle time.Duration) ([][]result, error) {
 	all := make([][]result, len(list))
 	for round := 0; ; round++ {
 		ran := false
@@ -288,10 +313,15 @@ func rounds(ctx context.Context, list []contestant, trace string, settle time.Du
 			ran = true
 		}
 		if !ran {
-			break
+			return all, nil
 		}
 	}
-	med := make([]result, len(list))
+}
+
+// medians returns the median run of each contestant's runs: its CPU time,
+// wall time, peak memory and faults are the medians of theirs.
+func medians(all [][]result) []result {
+	med := make([]result, len(all))
 	for i, rs := range all {
 		m := func(f func(result) int64) int64 {
 			v := make([]int64, len(rs))
@@ -305,7 +335,29 @@ func rounds(ctx context.Context, list []contestant, trace string, settle time.Du
 			cpu:    time.Duration(m(func(r result) int64 { return int64(r.cpu) })),
 			maxRSS: m(func(r result) int64 { return r.maxRSS }), faults: m(func(r result) int64 { return r.faults })}
 	}
-	return med, nil
+	return med
+}
+
+// paired returns the median of ratio over the rounds both a and b ran, and
+// in brackets its lowest and highest: "0.35x (0.33-0.37)".
+func paired(a, b []result, ratio func(a, b result) float64) string {
+	n := min(len(a), len(b))
+	if n == 0 {
+		return "-"
+	}
+	v := make([]float64, n)
+	for k := range n {
+		v[k] = ratio(a[k], b[k])
+	}
+	slices.Sort(v)
+	med := v[n/2]
+	if n%2 == 0 {
+		med = (v[n/2-1] + v[n/2]) / 2
+	}
+	if n == 1 {
+		return fmt.Sprintf("%.3fx", med)
+	}
+	return fmt.Sprintf("%.3fx (%.2f-%.2f)", med, v[0], v[n-1])
 }
 
 // timed runs a command to completion and returns its wall time, CPU time,
@@ -313,9 +365,11 @@ func rounds(ctx context.Context, list []contestant, trace string, settle time.Du
 func timed(ctx context.Context, args []string) (result, error) {
 	cmd := command(ctx, args[0], args[1:]...)
 	cmd.Stdout = io.Discard
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		return result{}, fmt.Errorf("%s: %w", args[0], err)
+		return result{}, fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	r := result{elapsed: time.Since(start)}
 	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
