@@ -634,10 +634,14 @@ func (w *Window) decode(data []byte, reuse bool, maxSketchBytes int64) error {
 			r.fail("%d opcodes in a flow, at most %d", k, maxFlowOps)
 			k = 0
 		}
-		for range k {
+		for j := range k {
 			op, n := r.u8(), r.uvarint()
-			if n == 0 {
+			switch {
+			case n == 0:
 				r.fail("opcode with no packets")
+			case slices.Contains(f.Ops.Op[:j], op):
+				// Add would merge them; the encoder writes each once.
+				r.fail("opcode %d twice in a flow", op)
 			}
 			f.Ops.Add(op, n) // in order, whatever the file's
 		}

@@ -186,6 +186,26 @@ func TestStateRejectsDamage(t *testing.T) {
 	}
 }
 
+// TestStateRejectsRepeatedOpcode: a flow whose opcode mix names an opcode
+// twice is damage (the encoder writes each once), not two counts to add.
+func TestStateRejectsRepeatedOpcode(t *testing.T) {
+	tr := testframes.Trace()
+	w := runEngine(t, &Config{Workers: 1, Host: "h"}, &testframes.Source{Frames: tr.Frames, Per: 4})[0]
+	w.Flows[0].Ops = OpMix{Op: [maxFlowOps]uint8{0x06, 0x06}, N: [maxFlowOps]uint64{1, 2}}
+	err := new(Window).UnmarshalBinary(encodeWindow(t, w))
+	if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "opcode 6 twice in a flow") {
+		t.Errorf("%v, want ErrState saying opcode 6 twice in a flow", err)
+	}
+	w.Flows[0].Ops = OpMix{Op: [maxFlowOps]uint8{0x07, 0x06}, N: [maxFlowOps]uint64{1, 2}}
+	var d Window
+	if err := d.UnmarshalBinary(encodeWindow(t, w)); err != nil {
+		t.Fatalf("opcodes out of order: %v, want them put in order", err)
+	}
+	if want := (OpMix{Op: [maxFlowOps]uint8{0x06, 0x07}, N: [maxFlowOps]uint64{2, 1}}); d.Flows[0].Ops != want {
+		t.Errorf("opcodes out of order decode as %+v, want %+v", d.Flows[0].Ops, want)
+	}
+}
+
 func TestMergeRejectsMismatch(t *testing.T) {
 	tr := testframes.Trace()
 	base := runEngine(t, &Config{Workers: 1, Host: "a"}, &testframes.Source{Frames: tr.Frames, Per: 4})
