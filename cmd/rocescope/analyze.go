@@ -10,6 +10,7 @@ import (
 
 	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/capture/filter"
+	"github.com/rocescope/rocescope/internal/mapped"
 	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/metrics/export"
 	"github.com/rocescope/rocescope/metrics/report"
@@ -33,6 +34,7 @@ func (a *analysis) run(ctx context.Context, e *env, sources []capture.Source) (e
 		return err
 	}
 	cfg.Filter = a.filter
+	mapped.SetHugePages(mapped.HugePages(a.opts.hugePages))
 	eng, err := metrics.New(cfg)
 	if err != nil {
 		return usagef("%v", err)

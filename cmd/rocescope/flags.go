@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
+	"github.com/rocescope/rocescope/internal/mapped"
 	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/metrics/export"
 	"github.com/rocescope/rocescope/metrics/export/clickhouse"
@@ -130,6 +131,23 @@ func (l *lateness) Set(s string) error {
 	return nil
 }
 
+// hugePages is the --huge-pages flag: auto, on or off.
+type hugePages mapped.HugePages
+
+func (h *hugePages) String() string { return mapped.HugePages(*h).String() }
+
+func (h *hugePages) Type() string { return "policy" }
+
+func (h *hugePages) Set(s string) error {
+	for _, p := range []mapped.HugePages{mapped.HugeAuto, mapped.HugeOn, mapped.HugeOff} {
+		if s == p.String() {
+			*h = hugePages(p)
+			return nil
+		}
+	}
+	return errors.New("want auto, on or off")
+}
+
 // reportOptions are the flags every command that writes reports shares.
 type reportOptions struct {
 	cfg        metrics.Config // the analysis flags, each bound to its field; Live is the command's
@@ -140,6 +158,7 @@ type reportOptions struct {
 	stateOut   string
 	progress   bool
 	inputs     []string // what the run reads, for reports that name it (html)
+	hugePages  hugePages
 }
 
 // bind registers the report flags on fs. config is registered by
@@ -175,6 +194,7 @@ func (o *reportOptions) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&r.RetransStall, "retrans-stall", 0, "retransmission: an episode is an event only when it stalled this long, from its trouble (the NAK, or the last frame before the silence) to the first frame sent again")
 	fs.IntVar(&r.CEMarks, "ce-marks", metrics.DefaultCEMarks, "ce_without_cnp: a flow with at least this many CE-marked frames in a window whose receiver, seen in the capture, sent no CNP back")
 	fs.IntVar(&r.MaxEvents, "max-events", metrics.DefaultMaxEvents, "events of each kind a window's report lists at most (the earliest; events_omitted counts the rest)")
+	fs.Var(&o.hugePages, "huge-pages", "whether the flow table and lists ask the kernel for transparent huge pages (2 MiB: one page fault instead of 512): on, off, or auto: on, except in a virtual machine where a 4 KiB page costs less than 4 µs of CPU to touch first, measured once at the start (there huge pages come from memory the host took back, and cost more)")
 	fs.String("config", "", "read flag values from this YAML file (keys are flag names; flags on the command line win)")
 }
 

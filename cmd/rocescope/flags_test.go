@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rocescope/rocescope/capture/file"
+	"github.com/rocescope/rocescope/internal/mapped"
 	"github.com/rocescope/rocescope/internal/testframes"
 )
 
@@ -31,6 +32,8 @@ func TestPlainMessages(t *testing.T) {
 			`rocescope replay: invalid argument "70000" for "--roce-port" flag: want a UDP port from 1 to 65535 (see rocescope replay --help)` + "\n"},
 		{[]string{"replay", "--roce-port", "0", demo}, 2,
 			`rocescope replay: invalid argument "0" for "--roce-port" flag: want a UDP port from 1 to 65535 (see rocescope replay --help)` + "\n"},
+		{[]string{"replay", "--huge-pages", "yes", demo}, 2,
+			`rocescope replay: invalid argument "yes" for "--huge-pages" flag: want auto, on or off (see rocescope replay --help)` + "\n"},
 		{[]string{"replay", "--top", "0", demo}, 2,
 			"rocescope replay: --top 0: want at least 1 (see rocescope replay --help)\n"},
 		{[]string{"replay", "--workers", "2", "--table-size", "-1", demo}, 2,
@@ -74,7 +77,7 @@ func TestMergeHelpListsItsFlags(t *testing.T) {
 			t.Errorf("merge --help lists --%s, which merge ignores", f.flag)
 		}
 	}
-	for _, f := range []string{"--top", "--elephant-rate", "--jitter-rate", "--exact", "--format", "--output", "--config", "--follow", "--hosts", "--timeout", "--poll", "--group"} {
+	for _, f := range []string{"--top", "--elephant-rate", "--jitter-rate", "--exact", "--format", "--output", "--config", "--huge-pages", "--follow", "--hosts", "--timeout", "--poll", "--group"} {
 		if !listed(f) {
 			t.Errorf("merge --help does not list %s", f)
 		}
@@ -126,5 +129,29 @@ func TestExplicitZeros(t *testing.T) {
 		if want := "rocescope replay: " + flag + " 0: want more than 0 (finite) (see rocescope replay --help)\n"; code != 2 || stderr != want {
 			t.Errorf("%s 0: exit %d, stderr %q; want 2 and %q", flag, code, stderr, want)
 		}
+	}
+}
+
+// TestHugePagesFlag: --huge-pages on asks for huge pages for the engine's
+// arrays and off for none (mapped.Advised counts the mappings that asked),
+// and the reports are the same either way.
+func TestHugePagesFlag(t *testing.T) {
+	t.Cleanup(func() { mapped.SetHugePages(mapped.HugeAuto) })
+	const demo = "../../testdata/demo.pcap"
+	var reports [2]string
+	for i, policy := range []string{"on", "off"} {
+		before := mapped.Advised.Load()
+		code, out, stderr := runCLI(t, "replay", "--huge-pages", policy, "--format", "jsonl", "--workers", "2", demo)
+		if code != 0 {
+			t.Fatalf("replay --huge-pages %s: exit %d: %s", policy, code, stderr)
+		}
+		reports[i] = out
+		advised := mapped.Advised.Load() - before
+		if (advised > 0) != (policy == "on") {
+			t.Errorf("replay --huge-pages %s: %d mappings asked for huge pages", policy, advised)
+		}
+	}
+	if reports[0] != reports[1] || reports[0] == "" {
+		t.Errorf("the reports differ between --huge-pages on and off:\n%s\n%s", reports[0], reports[1])
 	}
 }

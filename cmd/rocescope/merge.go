@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/rocescope/rocescope/internal/mapped"
 	"github.com/rocescope/rocescope/metrics"
 	"github.com/rocescope/rocescope/metrics/export"
 	"github.com/rocescope/rocescope/metrics/report"
@@ -192,6 +193,7 @@ func mergeInto(ctx context.Context, e *env, o *reportOptions, in state.Input, cf
 	if err != nil {
 		return state.MergeStats{}, err
 	}
+	mapped.SetHugePages(mapped.HugePages(o.hugePages))
 	reporter, err := report.NewReporter(rc)
 	if err != nil {
 		return state.MergeStats{}, usagef("%v", err)

@@ -2,11 +2,11 @@
 // mapped from the kernel rather than taken from the Go heap, so that it
 // can ask for transparent huge pages (madvise MADV_HUGEPAGE, on Linux):
 // the first touch of each 2 MiB then costs one page fault rather than 512.
-// On the virtual machines rocescope was measured on (issue 25) a page
-// first touched costs about 14 µs of CPU in 4 KiB pages and 8 µs a 4 KiB
-// in huge pages, as the host backs it again; memory that stays mapped is
-// touched once, where a Go heap array that grows is copied into fresh
-// pages, and one freed and taken again may have gone back to the kernel.
+// Whether it asks is a policy (SetHugePages): by default it asks except in
+// a virtual machine whose 4 KiB pages are cheap to touch first (autoHuge
+// says why). Memory that stays mapped is touched once, where a Go heap
+// array that grows is copied into fresh pages, and one freed and taken
+// again may have gone back to the kernel.
 //
 // Pages are committed as they are first touched (MAP_NORESERVE), so an
 // array reserved at a capacity costs memory only for what is written in
@@ -19,9 +19,55 @@
 package mapped
 
 import (
+	"sync"
 	"sync/atomic"
 	"unsafe"
 )
+
+// HugePages says whether the arrays ask for transparent huge pages.
+type HugePages uint8
+
+// The huge-page policies.
+const (
+	// HugeAuto asks for huge pages on a bare machine, and in a virtual
+	// machine only where a first touch of a 4 KiB page costs the CPU as
+	// much as hugeWorthFrom says, measured once, at the first mapping.
+	HugeAuto HugePages = iota
+	// HugeOn always asks for huge pages.
+	HugeOn
+	// HugeOff asks for none (madvise MADV_NOHUGEPAGE, so that also a
+	// system whose transparent_hugepage is always gives 4 KiB pages).
+	HugeOff
+)
+
+// String returns the policy's name: auto, on or off.
+func (h HugePages) String() string {
+	switch h {
+	case HugeOn:
+		return "on"
+	case HugeOff:
+		return "off"
+	}
+	return "auto"
+}
+
+// huge is the policy and, once a mapping needed it, the decision.
+var huge struct {
+	sync.Mutex
+	policy  HugePages
+	decided bool
+	use     bool
+}
+
+// SetHugePages sets the policy of the mappings made after it. Setting the
+// policy in force changes nothing: HugeAuto's decision stands.
+func SetHugePages(p HugePages) {
+	huge.Lock()
+	if p != huge.policy {
+		huge.policy, huge.decided = p, false
+	}
+	huge.Unlock()
+}
 
 // Memory is the mapping an array lives in; the zero Memory holds none
 // (an array on the Go heap).
@@ -33,8 +79,8 @@ type Memory struct {
 // usual arm64 configuration.
 const HugePage = 2 << 20
 
-// Advised counts the mappings the kernel took the huge-page advice for
-// (tests read it).
+// Advised counts the mappings the kernel took the advice to use huge pages
+// for (tests read it).
 var Advised atomic.Int64
 
 // Holds reports whether the array a lives in m.
