@@ -25,11 +25,13 @@
 // and its counters in the window it last sent in, in two parts: a hot one
 // of two cache lines (the key, the counts every frame makes in narrow
 // fields, PSN tracking, the burst-slot runs), all a data packet or an ACK
-// of a known flow reads and writes, and a cold one of 512 bytes (the wide
-// counters, the activity profile, retransmission episodes, pending
-// requests) touched only by rarer frames, answers and a new window. The
-// slab of entries and its indexes live in memory mapped with a request for
-// huge pages. A frame updates the entry in place; its counters move
+// of a known flow reads and writes, and a cold one of four lines (the
+// activity profile, the window bookkeeping, the NAK, gap and
+// retransmission episode state, the pending requests and the latencies
+// matched) touched only by rarer frames, answers and a new window; what
+// else a frame counts goes to the flow's record in the open window's list.
+// The slab of entries and its indexes live in memory mapped with a
+// request for huge pages where they pay. A frame updates the entry in place; its counters move
 // into the window's flow list once, when the flow's first frame of a newer
 // window arrives or when the window closes. A flow with no frame in a
 // window is not part of it. Latency matches count in the window of the

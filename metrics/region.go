@@ -3,8 +3,8 @@ package metrics
 import "github.com/rocescope/rocescope/internal/mapped"
 
 // region is memory for the QP table's arrays and the windows' flow lists,
-// mapped with a request for huge pages (package mapped), and how much of a
-// flow list's region has been written.
+// mapped with a request for huge pages where they pay (package mapped),
+// and how much of a flow list's region has been written.
 type region struct {
 	mem  mapped.Memory
 	high int // of a flow list's region: the records written in it so far, whose pages are committed

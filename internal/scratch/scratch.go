@@ -13,13 +13,13 @@ import (
 
 // Array is a scratch array of Ts, a type without pointers, in memory
 // mapped from the kernel (package mapped): one of half a huge page or
-// more is in huge pages, it grows in place or moves without a copy, and
-// its pages, once written, stay committed from window to window. A Go heap
-// array that grows is copied into fresh pages, zeroed first, and one freed
-// and made again may have gone back to the kernel in between (issue 25: a
-// page first touched costs about 14 µs of CPU on the VMs measured). The
-// mapping is freed when the Array is collected. An Array is used by one
-// goroutine at a time.
+// more is in huge pages where they pay, it grows in place or moves without
+// a copy, and its pages, once written, stay committed from window to
+// window. A Go heap array that grows is copied into fresh pages, zeroed
+// first, and one freed and made again may have gone back to the kernel in
+// between (issue 25: a page first touched costs 1.5-15 µs of CPU on the
+// VMs measured). The mapping is freed when the Array is collected. An
+// Array is used by one goroutine at a time.
 type Array[T any] struct {
 	s   []T
 	mem *mapped.Memory
