@@ -316,6 +316,7 @@ const initialSlots = 1 << 12
 func (x *index) init(n int, r *region) {
 	r.free()
 	x.slots, *r = makeArray[slot](n)
+	r.mem.Populate() // put reads a slot before it writes one
 	x.mask = uint64(n - 1)
 	x.shift = uint(64 - bits.Len64(x.mask))
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // record is an element the size of a flow record.
@@ -131,7 +133,7 @@ func TestHugePagePolicy(t *testing.T) {
 		if m.b == nil {
 			t.Skip("mmap refused: the array is on the Go heap")
 		}
-		flags := vmFlags(t, uintptr(unsafe.Pointer(&a[0])))
+		flags := smaps(t, uintptr(unsafe.Pointer(&a[0])), "VmFlags:")
 		m.Free()
 		if !slices.Contains(flags, tc.flag) {
 			t.Errorf("--huge-pages %v: the mapping's VmFlags are %q, want %s among them", tc.policy, flags, tc.flag)
@@ -142,9 +144,9 @@ func TestHugePagePolicy(t *testing.T) {
 	}
 }
 
-// vmFlags returns the VmFlags of the mapping that starts at addr, from
-// /proc/self/smaps.
-func vmFlags(t *testing.T, addr uintptr) []string {
+// smaps returns the fields of the line of /proc/self/smaps that begins
+// with key (VmFlags:, Rss:) in the entry of the mapping at addr.
+func smaps(t *testing.T, addr uintptr, key string) []string {
 	t.Helper()
 	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
@@ -159,12 +161,48 @@ func vmFlags(t *testing.T, addr uintptr) []string {
 		switch {
 		case strings.HasPrefix(line, start):
 			in = true
-		case in && strings.HasPrefix(line, "VmFlags:"):
-			return strings.Fields(strings.TrimPrefix(line, "VmFlags:"))
+		case in && strings.HasPrefix(line, key):
+			return strings.Fields(strings.TrimPrefix(line, key))
 		}
 	}
-	t.Fatalf("no mapping at %#x in /proc/self/smaps", addr)
+	t.Fatalf("no %s of a mapping at %#x in /proc/self/smaps", key, addr)
 	return nil
+}
+
+// TestPopulate checks with the kernel's account (Rss in /proc/self/smaps)
+// that Populate commits every page of a mapping at once, and that a
+// mapping not populated commits none until touched.
+func TestPopulate(t *testing.T) {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		t.Skip("uname failed")
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil || major < 5 || major == 5 && minor < 14 {
+		t.Skipf("kernel %s has no MADV_POPULATE_WRITE (5.14)", u.Release[:])
+	}
+	forceHuge(t, HugeOff)
+	const n = 256 << 10 // 2 MiB of uint64, in 4 KiB pages
+	for _, populate := range []bool{false, true} {
+		a, m := Make[uint64](n)
+		if m.b == nil {
+			t.Skip("mmap refused: the array is on the Go heap")
+		}
+		if populate {
+			m.Populate()
+		}
+		rss := smaps(t, uintptr(unsafe.Pointer(&a[0])), "Rss:")
+		m.Free()
+		want := "0"
+		if populate {
+			want = "2048"
+		}
+		if len(rss) != 2 || rss[0] != want || rss[1] != "kB" {
+			t.Errorf("populate %v: Rss %q, want %s kB", populate, rss, want)
+		}
+	}
+	var none Memory
+	none.Populate() // no mapping: nothing to do
 }
 
 // TestAutoHuge checks HugeAuto's rule on the figures it was made from:
