@@ -130,8 +130,9 @@ func useHuge() bool {
 // fault being a trip to the hypervisor, and huge pages saved half of it;
 // on the other (KVM) 1.5-1.9 µs, and huge pages cost a 1 M-connection
 // replay 17 % more CPU (3.66 -> 4.40 s, 12 M frames). On a bare machine a
-// huge page costs its zeroing alone, about 0.1 ms a MiB, and maps 2 MiB in
-// one TLB entry: always worth it.
+// huge page costs its zeroing alone (about 0.1 ms a MiB: what one the host
+// still backed cost on the KVM VM; no bare machine was measured) and maps
+// 2 MiB in one TLB entry: worth it.
 func autoHuge(vm bool, perPage time.Duration) bool {
 	return !vm || perPage >= hugeWorthFrom
 }
