@@ -328,14 +328,24 @@ func medians(all [][]result) []result {
 			for k, r := range rs {
 				v[k] = f(r)
 			}
-			slices.Sort(v)
-			return v[len(v)/2]
+			return median(v)
 		}
 		med[i] = result{elapsed: time.Duration(m(func(r result) int64 { return int64(r.elapsed) })),
 			cpu:    time.Duration(m(func(r result) int64 { return int64(r.cpu) })),
 			maxRSS: m(func(r result) int64 { return r.maxRSS }), faults: m(func(r result) int64 { return r.faults })}
 	}
 	return med
+}
+
+// median sorts v, at least one value, and returns its median: the middle
+// value, or the mean of the two middle ones.
+func median[T int64 | float64](v []T) T {
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 0 {
+		return (v[n/2-1] + v[n/2]) / 2
+	}
+	return v[n/2]
 }
 
 // paired returns the median of ratio over the rounds both a and b ran, and
@@ -349,11 +359,7 @@ func paired(a, b []result, ratio func(a, b result) float64) string {
 	for k := range n {
 		v[k] = ratio(a[k], b[k])
 	}
-	slices.Sort(v)
-	med := v[n/2]
-	if n%2 == 0 {
-		med = (v[n/2-1] + v[n/2]) / 2
-	}
+	med := median(v) // sorts v
 	if n == 1 {
 		return fmt.Sprintf("%.3fx", med)
 	}
