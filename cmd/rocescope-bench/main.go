@@ -17,7 +17,9 @@
 // the drift of the machine fall on both sides alike: the median of the
 // rounds' ratios, and in brackets the lowest and highest, which say how
 // far a figure near a target can be trusted. A contestant's own messages
-// (its standard error) are shown only when it fails.
+// (its standard error) are shown only when it fails. Before the table it
+// names the machine (machine), the first-touch cost of a page measured in
+// its own process as each rocescope run measures it in its own.
 //
 // Each run starts --settle after the last ended. On a VM whose balloon
 // driver reports freed pages to the host (virtio-balloon free page
@@ -177,8 +179,9 @@ func run(ctx context.Context, args []string) error {
 	_, err = exec.LookPath("tshark")
 	haveTshark := err == nil
 	host, _ := os.Hostname()
-	fmt.Printf("rocescope-bench on %s: %s/%s, %d CPUs, %s; traces of %d-byte frames in %s; median of %d rounds, runs %v apart\n\n",
+	fmt.Printf("rocescope-bench on %s: %s/%s, %d CPUs, %s; traces of %d-byte frames in %s; median of %d rounds, runs %v apart\n",
 		host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), *snap, *dir, *runs, *settle)
+	fmt.Printf("%s\n\n", machine())
 	// Fixed columns rather than a tabwriter: each trace's rows are printed
 	// as soon as they are measured, and still line up with the others.
 	const row = "%8v %9v %6v %26v %7v %13v %8v %20v %20v %13v %12v\n"

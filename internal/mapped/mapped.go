@@ -21,6 +21,7 @@ package mapped
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -67,6 +68,19 @@ func SetHugePages(p HugePages) {
 		huge.policy, huge.decided = p, false
 	}
 	huge.Unlock()
+}
+
+// Machine is what HugeAuto decides from.
+type Machine struct {
+	VM bool // the processor says it is a virtual one (x86: the hypervisor flag)
+	// FirstTouch is the CPU time the first touch of a 4 KiB page costs,
+	// as HugeAuto measures it; 0 where it cannot be measured (off Linux).
+	FirstTouch time.Duration
+}
+
+// AutoHuge reports whether HugeAuto asks for huge pages on m.
+func (m Machine) AutoHuge() bool {
+	return autoHuge(m.VM, func() time.Duration { return m.FirstTouch })
 }
 
 // Memory is the mapping an array lives in; the zero Memory holds none

@@ -152,13 +152,23 @@ func decideHuge(p HugePages) bool {
 	case HugeOff:
 		return false
 	}
+	return autoHuge(inVM(), touchCost)
+}
+
+// Probe measures this machine as HugeAuto does, the first touch also on a
+// bare machine, where HugeAuto does not ask: for a benchmark to name the
+// machine it ran on.
+func Probe() Machine { return Machine{VM: inVM(), FirstTouch: touchCost()} }
+
+// inVM reports whether /proc/cpuinfo says the machine is a virtual one;
+// false when it cannot be read, as on a bare machine.
+func inVM() bool {
 	f, err := os.Open("/proc/cpuinfo")
 	if err != nil {
-		return true // as on a bare machine
+		return false
 	}
-	vm := hypervisorFlag(f)
-	_ = f.Close()
-	return autoHuge(vm, touchCost)
+	defer f.Close()
+	return hypervisorFlag(f)
 }
 
 // hypervisorFlag reports whether the first flags line of a /proc/cpuinfo

@@ -262,3 +262,31 @@ func TestTouchCost(t *testing.T) {
 		t.Fatalf("touchCost() = %v a page, want a positive cost below 1ms", c)
 	}
 }
+
+// TestProbe checks that Probe reads the machine as HugeAuto does (the
+// hypervisor flag of /proc/cpuinfo, a measured first touch) and that a
+// Machine decides by autoHuge's rule.
+func TestProbe(t *testing.T) {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		t.Skip(err)
+	}
+	vm := hypervisorFlag(f)
+	f.Close()
+	m := Probe()
+	if m.VM != vm || m.FirstTouch <= 0 || m.FirstTouch >= time.Millisecond {
+		t.Errorf("Probe() = %+v; want VM %v and a first touch between 0 and 1ms", m, vm)
+	}
+	for _, tc := range []struct {
+		m    Machine
+		want bool
+	}{
+		{Machine{VM: false, FirstTouch: time.Microsecond}, true},
+		{Machine{VM: true, FirstTouch: 14 * time.Microsecond}, true},
+		{Machine{VM: true, FirstTouch: 1700 * time.Nanosecond}, false},
+	} {
+		if got := tc.m.AutoHuge(); got != tc.want {
+			t.Errorf("%+v.AutoHuge() = %v, want %v", tc.m, got, tc.want)
+		}
+	}
+}

@@ -2,6 +2,8 @@
 
 package mapped
 
+import "time"
+
 // Make returns an array of n zero Ts from the Go heap.
 func Make[T any](n int) ([]T, Memory) { return make([]T, n), Memory{} }
 
@@ -13,3 +15,9 @@ func (m *Memory) Populate() {}
 
 // resize cannot resize heap memory in place.
 func resize[T any](m *Memory, n int) ([]T, bool) { return nil, false }
+
+// Probe says nothing off Linux, where arrays come from the Go heap.
+func Probe() Machine { return Machine{} }
+
+// autoHuge is moot off Linux: no mapping asks.
+func autoHuge(bool, func() time.Duration) bool { return false }
