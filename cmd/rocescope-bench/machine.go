@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -18,23 +16,19 @@ import (
 // which decides what --huge-pages auto maps (issue 25: 1.5-3 µs on one
 // AMD EPYC VM, 13-15 µs on another).
 func machine() string {
-	model := ""
-	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		model = cpuModel(f)
-		f.Close()
-	}
 	kernel := ""
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
 		kernel = unix.ByteSliceToString(u.Sysname[:]) + " " + unix.ByteSliceToString(u.Release[:])
 	}
 	thp, _ := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
-	return machineLine(model, kernel, thpMode(string(thp)), mapped.Probe())
+	return machineLine(kernel, thpMode(string(thp)), mapped.Probe())
 }
 
 // machineLine is machine's line from what it read; empty fields are
 // left out.
-func machineLine(model, kernel, thp string, m mapped.Machine) string {
+func machineLine(kernel, thp string, m mapped.Machine) string {
+	model := m.Model
 	if model == "" {
 		model = "an unknown processor"
 	}
@@ -56,18 +50,6 @@ func machineLine(model, kernel, thp string, m mapped.Machine) string {
 		parts = append(parts, fmt.Sprintf("first touch of a 4 KiB page %v of CPU: --huge-pages auto maps %s pages", m.FirstTouch.Round(100), pages))
 	}
 	return "machine: " + strings.Join(parts, "; ")
-}
-
-// cpuModel returns the first "model name" of a /proc/cpuinfo text, "" for
-// none (arm64 names none).
-func cpuModel(r io.Reader) string {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		if name, value, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(name) == "model name" {
-			return strings.TrimSpace(value)
-		}
-	}
-	return ""
 }
 
 // thpMode returns the mode in force in the text of

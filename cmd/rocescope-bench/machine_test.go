@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -14,35 +13,21 @@ import (
 // be read is left out.
 func TestMachineLine(t *testing.T) {
 	for _, tc := range []struct {
-		model, kernel, thp string
-		m                  mapped.Machine
-		want               string
+		kernel, thp string
+		m           mapped.Machine
+		want        string
 	}{
-		{"AMD EPYC", "Linux 6.18.44", "madvise", mapped.Machine{VM: true, FirstTouch: 1940 * time.Nanosecond},
+		{"Linux 6.18.44", "madvise", mapped.Machine{Model: "AMD EPYC", VM: true, FirstTouch: 1940 * time.Nanosecond},
 			"machine: AMD EPYC (virtual); Linux 6.18.44; transparent huge pages madvise; first touch of a 4 KiB page 1.9µs of CPU: --huge-pages auto maps 4 KiB pages"},
-		{"AMD EPYC", "Linux 6.1.0", "always", mapped.Machine{VM: true, FirstTouch: 14 * time.Microsecond},
+		{"Linux 6.1.0", "always", mapped.Machine{Model: "AMD EPYC", VM: true, FirstTouch: 14 * time.Microsecond},
 			"machine: AMD EPYC (virtual); Linux 6.1.0; transparent huge pages always; first touch of a 4 KiB page 14µs of CPU: --huge-pages auto maps huge pages"},
-		{"Intel(R) Xeon(R) Gold 6338", "Linux 6.8.0", "never", mapped.Machine{FirstTouch: 300 * time.Nanosecond},
+		{"Linux 6.8.0", "never", mapped.Machine{Model: "Intel(R) Xeon(R) Gold 6338", FirstTouch: 300 * time.Nanosecond},
 			"machine: Intel(R) Xeon(R) Gold 6338; Linux 6.8.0; transparent huge pages never; first touch of a 4 KiB page 300ns of CPU: --huge-pages auto maps huge pages"},
-		{"", "Darwin 24.1.0", "", mapped.Machine{},
+		{"Darwin 24.1.0", "", mapped.Machine{},
 			"machine: an unknown processor; Darwin 24.1.0"},
 	} {
-		if got := machineLine(tc.model, tc.kernel, tc.thp, tc.m); got != tc.want {
-			t.Errorf("machineLine(%q, %q, %q, %+v) =\n%s\nwant\n%s", tc.model, tc.kernel, tc.thp, tc.m, got, tc.want)
-		}
-	}
-}
-
-// TestCPUModel reads the first processor's model name, and none from an
-// arm64 text, which has no such line.
-func TestCPUModel(t *testing.T) {
-	for _, tc := range []struct{ text, want string }{
-		{"processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel\t\t: 17\nmodel name\t: AMD EPYC 9654 96-Core Processor\n\nprocessor\t: 1\nmodel name\t: other\n", "AMD EPYC 9654 96-Core Processor"},
-		{"processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd\n", ""},
-		{"", ""},
-	} {
-		if got := cpuModel(strings.NewReader(tc.text)); got != tc.want {
-			t.Errorf("cpuModel(%q) = %q, want %q", tc.text, got, tc.want)
+		if got := machineLine(tc.kernel, tc.thp, tc.m); got != tc.want {
+			t.Errorf("machineLine(%q, %q, %+v) =\n%s\nwant\n%s", tc.kernel, tc.thp, tc.m, got, tc.want)
 		}
 	}
 }

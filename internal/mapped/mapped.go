@@ -70,9 +70,10 @@ func SetHugePages(p HugePages) {
 	huge.Unlock()
 }
 
-// Machine is what HugeAuto decides from.
+// Machine is what HugeAuto decides from, and the processor's name.
 type Machine struct {
-	VM bool // the processor says it is a virtual one (x86: the hypervisor flag)
+	Model string // the processor's model name, "" when unknown
+	VM    bool   // the processor says it is a virtual one (x86: the hypervisor flag)
 	// FirstTouch is the CPU time the first touch of a 4 KiB page costs,
 	// as HugeAuto measures it; 0 where it cannot be measured (off Linux).
 	FirstTouch time.Duration

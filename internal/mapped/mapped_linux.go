@@ -156,33 +156,48 @@ func decideHuge(p HugePages) bool {
 }
 
 // Probe measures this machine as HugeAuto does, the first touch also on a
-// bare machine, where HugeAuto does not ask: for a benchmark to name the
-// machine it ran on.
-func Probe() Machine { return Machine{VM: inVM(), FirstTouch: touchCost()} }
+// bare machine, where HugeAuto does not ask, and names its processor: for
+// a benchmark to name the machine it ran on.
+func Probe() Machine {
+	m := readCPUInfo()
+	m.FirstTouch = touchCost()
+	return m
+}
 
 // inVM reports whether /proc/cpuinfo says the machine is a virtual one;
 // false when it cannot be read, as on a bare machine.
-func inVM() bool {
+func inVM() bool { return readCPUInfo().VM }
+
+// readCPUInfo reads the processor's model and the hypervisor flag from
+// /proc/cpuinfo; neither when it cannot be read.
+func readCPUInfo() Machine {
 	f, err := os.Open("/proc/cpuinfo")
 	if err != nil {
-		return false
+		return Machine{}
 	}
 	defer f.Close()
-	return hypervisorFlag(f)
+	return cpuInfo(f)
 }
 
-// hypervisorFlag reports whether the first flags line of a /proc/cpuinfo
+// cpuInfo reads a /proc/cpuinfo text: the first processor's model name
+// ("" where none is named, as on arm64) and whether the first flags line
 // names the hypervisor flag (x86: CPUID says the processor is a virtual
 // one).
-func hypervisorFlag(r io.Reader) bool {
+func cpuInfo(r io.Reader) Machine {
+	var m Machine
+	model, flags := false, false
 	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		name, flags, ok := strings.Cut(sc.Text(), ":")
-		if ok && strings.TrimSpace(name) == "flags" {
-			return slices.Contains(strings.Fields(flags), "hypervisor")
+	for sc.Scan() && !(model && flags) {
+		name, value, ok := strings.Cut(sc.Text(), ":")
+		switch name = strings.TrimSpace(name); {
+		case !ok:
+		case name == "model name" && !model:
+			m.Model, model = strings.TrimSpace(value), true
+		case name == "flags" && !flags:
+			m.VM, flags = slices.Contains(strings.Fields(value), "hypervisor"), true
 		}
 	}
-	return false
+	return m
 }
 
 // touchGroups and touchPages: touchCost times the first touch of

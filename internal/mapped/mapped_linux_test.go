@@ -234,22 +234,23 @@ func TestAutoHuge(t *testing.T) {
 	}
 }
 
-// TestHypervisorFlag reads the flags line of /proc/cpuinfo texts of a VM,
-// a bare x86 machine and an arm64 one (no flags line).
-func TestHypervisorFlag(t *testing.T) {
+// TestCPUInfo reads the model name and the flags line of /proc/cpuinfo
+// texts of a VM, a bare x86 machine and an arm64 one (neither line).
+func TestCPUInfo(t *testing.T) {
 	for _, tc := range []struct {
-		text string
-		want bool
+		text  string
+		model string
+		vm    bool
 	}{
-		{"processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu vme de pse rdrand hypervisor lahf_lm\nbugs\t\t: sysret_ss_attrs\n", true},
-		{"processor\t: 0\nflags\t\t: fpu vme hypervisor\n", true},
-		{"processor\t: 0\nflags\t\t: fpu vme de pse rdrand lahf_lm\nvmx flags\t: vnmi hypervisor_x\n", false},
-		{"processor\t: 0\nflags\t\t: fpu vme\n\nprocessor\t: 1\nflags\t\t: fpu vme hypervisor\n", false}, // the first flags line
-		{"processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd evtstrm aes\n", false},
-		{"", false},
+		{"processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9654 96-Core Processor\nflags\t\t: fpu vme de pse rdrand hypervisor lahf_lm\nbugs\t\t: sysret_ss_attrs\n\nprocessor\t: 1\nmodel name\t: other\n", "AMD EPYC 9654 96-Core Processor", true},
+		{"processor\t: 0\nflags\t\t: fpu vme hypervisor\n", "", true},
+		{"processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Gold 6338\nflags\t\t: fpu vme de pse rdrand lahf_lm\nvmx flags\t: vnmi hypervisor_x\n", "Intel(R) Xeon(R) Gold 6338", false},
+		{"processor\t: 0\nflags\t\t: fpu vme\n\nprocessor\t: 1\nflags\t\t: fpu vme hypervisor\n", "", false}, // the first flags line
+		{"processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd evtstrm aes\n", "", false},
+		{"", "", false},
 	} {
-		if got := hypervisorFlag(strings.NewReader(tc.text)); got != tc.want {
-			t.Errorf("hypervisorFlag(%q) = %v, want %v", tc.text, got, tc.want)
+		if got := cpuInfo(strings.NewReader(tc.text)); got.Model != tc.model || got.VM != tc.vm || got.FirstTouch != 0 {
+			t.Errorf("cpuInfo(%q) = %+v, want model %q, VM %v", tc.text, got, tc.model, tc.vm)
 		}
 	}
 }
@@ -264,18 +265,19 @@ func TestTouchCost(t *testing.T) {
 }
 
 // TestProbe checks that Probe reads the machine as HugeAuto does (the
-// hypervisor flag of /proc/cpuinfo, a measured first touch) and that a
+// hypervisor flag of /proc/cpuinfo, a measured first touch), with its
+// model name, and that a
 // Machine decides by autoHuge's rule.
 func TestProbe(t *testing.T) {
 	f, err := os.Open("/proc/cpuinfo")
 	if err != nil {
 		t.Skip(err)
 	}
-	vm := hypervisorFlag(f)
+	want := cpuInfo(f)
 	f.Close()
 	m := Probe()
-	if m.VM != vm || m.FirstTouch <= 0 || m.FirstTouch >= time.Millisecond {
-		t.Errorf("Probe() = %+v; want VM %v and a first touch between 0 and 1ms", m, vm)
+	if m.VM != want.VM || m.Model != want.Model || m.FirstTouch <= 0 || m.FirstTouch >= time.Millisecond {
+		t.Errorf("Probe() = %+v; want VM %v, model %q and a first touch between 0 and 1ms", m, want.VM, want.Model)
 	}
 	for _, tc := range []struct {
 		m    Machine

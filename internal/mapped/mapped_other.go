@@ -16,7 +16,8 @@ func (m *Memory) Populate() {}
 // resize cannot resize heap memory in place.
 func resize[T any](m *Memory, n int) ([]T, bool) { return nil, false }
 
-// Probe says nothing off Linux, where arrays come from the Go heap.
+// Probe says nothing off Linux, where arrays come from the Go heap and
+// /proc/cpuinfo does not exist.
 func Probe() Machine { return Machine{} }
 
 // autoHuge is moot off Linux: no mapping asks.
