@@ -31,12 +31,12 @@
 // matched) touched only by rarer frames, answers and a new window; what
 // else a frame counts goes to the flow's record in the open window's list.
 // The slab of entries and its indexes live in memory mapped with a
-// request for huge pages where they pay. A frame updates the entry in place; its counters move
-// into the window's flow list once, when the flow's first frame of a newer
-// window arrives or when the window closes. A flow with no frame in a
-// window is not part of it. Latency matches count in the window of the
-// answer (its quantiles), and on the requester's flow when that flow sent in
-// the same window.
+// request for huge pages where they pay. A frame updates the entry in
+// place; its counters move into the window's flow list once, when the
+// flow's first frame of a newer window arrives or when the window closes.
+// A flow with no frame in a window is not part of it. Latency matches
+// count in the window of the answer (its quantiles), and on the
+// requester's flow when that flow sent in the same window.
 //
 // # Diagnoses
 //

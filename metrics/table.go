@@ -15,8 +15,9 @@ import (
 // NAKs and pairing touch. Entries never move, so their slab positions stay
 // valid across index growth and can be kept in per-window activity lists.
 // Both arrays are reserved at the capacity up front in regions that ask for
-// huge pages where they pay; their pages are committed as entries are first used, so
-// memory follows the number of flows, bounded by the capacity.
+// huge pages where they pay; their pages are committed as entries are
+// first used, so memory follows the number of flows, bounded by the
+// capacity.
 type table struct {
 	index
 	conns conns
