@@ -22,6 +22,9 @@ type collector struct {
 	stop  func() // stops the run: called on the first error
 	err   error  // first error of emit or a merge; later windows are dropped after it
 	lines lines  // scratch of countFlows
+	// The scratch of countFlows's second goroutine, nil with one worker:
+	// the single-worker engine runs on one goroutine.
+	lines2 *lines
 }
 
 // part is a window being assembled: the first shard window of its index,
@@ -39,7 +42,7 @@ type part struct {
 // newCollector returns a collector of the windows of readers and shards,
 // which calls stop when emit or a merge fails.
 func newCollector(cfg *Config, pool *windowPool, readers, shards int, emit func(*Window) error, stop func()) *collector {
-	return &collector{
+	c := &collector{
 		cfg:   cfg,
 		pool:  pool,
 		rmark: newCloseMarks(readers),
@@ -48,6 +51,10 @@ func newCollector(cfg *Config, pool *windowPool, readers, shards int, emit func(
 		emit:  emit,
 		stop:  stop,
 	}
+	if shards > 1 {
+		c.lines2 = new(lines)
+	}
+	return c
 }
 
 // part returns the part being assembled for index i.
@@ -140,7 +147,7 @@ func (c *collector) ready() {
 		*p = part{cm: p.cm[:0], pauses: p.pauses[:0]}
 		c.free = append(c.free, p)
 		c.pool.sketches(w)
-		w.countFlows(&c.lines)
+		w.countFlows(&c.lines, c.lines2)
 		if c.err == nil {
 			if err := c.emit(w); err != nil {
 				c.fail(err)

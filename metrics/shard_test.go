@@ -79,7 +79,7 @@ func (h *shardHarness) closeWindows() {
 	var l lines
 	for _, w := range h.sh.closed {
 		h.sh.pool.sketches(w)
-		w.countFlows(&l)
+		w.countFlows(&l, nil)
 	}
 }
 

@@ -68,6 +68,11 @@ type CountMin struct {
 	dirty        bool // set by every write since the last Reset; see Reset
 	seed         uint64
 	total        uint64 // sum of the weights added
+	// To 256 bytes, a multiple of the cache line: every Add writes total
+	// and dirty, and sketches counted on two goroutines (the engine's
+	// bytes and packets per flow) would otherwise share the line where
+	// one's fields end and the next one's begin.
+	_ [48]byte
 }
 
 // NewCountMin returns an empty sketch shaped by cfg.

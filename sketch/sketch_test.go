@@ -418,3 +418,12 @@ func TestCountMinCells(t *testing.T) {
 		}
 	}
 }
+
+// TestCountMinLines checks that a CountMin fills whole cache lines, so that
+// two sketches updated by two goroutines never share one (see its last
+// field).
+func TestCountMinLines(t *testing.T) {
+	if n := unsafe.Sizeof(CountMin{}); n%64 != 0 {
+		t.Errorf("CountMin is %d bytes, not a multiple of 64", n)
+	}
+}
