@@ -420,6 +420,73 @@ func TestEngineTimeJumps(t *testing.T) {
 	}
 }
 
+// TestEngineInOrderFramesStillCloseAndRelease checks what the reader's
+// path for frames in order inside the window the frame before counted in
+// must still do: close the window before once the clock passes its end
+// plus the lateness, though no frame of a new window came; release the
+// frames held back as older than every open window before it counts the
+// next one, also those whose window index is clamped (a damaged time
+// centuries back), so that they never add up to a step back of the clock;
+// and count a frame in its own window after a time jump counted in
+// another.
+func TestEngineInOrderFramesStillCloseAndRelease(t *testing.T) {
+	base := testframes.Trace().Frames[0]
+	ms := int64(time.Millisecond)
+	at := func(ts int64) capture.Frame { f := base; f.Time = testframes.Epoch + ts; return f }
+	type want struct{ packets, late, jumps uint64 }
+	check := func(name string, frames []capture.Frame, wants ...want) {
+		t.Helper()
+		for _, workers := range []int{1, 2} {
+			wins := runEngine(t, &Config{Workers: workers, Host: "h"}, &testframes.Source{Frames: frames, Per: 64})
+			ok := len(wins) == len(wants)
+			for i := 0; ok && i < len(wins); i++ {
+				c := &wins[i].Counters
+				ok = wins[i].Segment == 0 && (want{c[Packets], c[LatePackets], c[TimeJumps]}) == wants[i]
+			}
+			if !ok {
+				t.Errorf("%s, %d workers: windows differ from %+v", name, workers, wants)
+				for _, w := range wins {
+					t.Logf("window %d, segment %d: %d packets, %d late, %d time jumps", w.Index(), w.Segment,
+						w.Counters[Packets], w.Counters[LatePackets], w.Counters[TimeJumps])
+				}
+			}
+		}
+	}
+	// One-second windows stay open 100 ms past their end. The frame at
+	// 1.2 s closes window 0: the one at 0.9 s after it is late.
+	check("late after the lateness", []capture.Frame{at(500 * ms), at(1050 * ms), at(1200 * ms), at(900 * ms), at(1300 * ms)},
+		want{1, 0, 0}, want{4, 1, 0})
+
+	// A frame centuries back is held, then late, each before a frame
+	// in order: twice jumpConfirm of them.
+	frames := []capture.Frame{at(500 * ms), at(1500 * ms)}
+	n := uint64(2 * jumpConfirm)
+	for i := range n {
+		past := at(0)
+		past.Time = math.MinInt64 + int64(i)
+		frames = append(frames, past, at(1500*ms+int64(i+1)))
+	}
+	check("damaged times between frames in order", frames, want{1, 0, 0}, want{1 + 2*n, n, 0})
+
+	// The frame at 0.95 s counts in window 0, still open; the damaged
+	// one after it in the newest window, 1; the frame at 1.06 s in 1.
+	check("a time jump after a frame of the window before", []capture.Frame{at(500 * ms), at(1050 * ms), at(950 * ms),
+		at(100 * 365 * 24 * 3600 * 1000 * ms), at(1060 * ms)}, want{2, 0, 0}, want{3, 0, 1})
+
+	// Frames at the last representable times: the first jumpConfirm are
+	// held in window 0 as time jumps, then the jump is taken, to the
+	// last window (its index clamped); a frame of window 0 after them is
+	// older than every open window, then late.
+	frames = []capture.Frame{at(500 * ms)}
+	for i := range jumpConfirm + 6 {
+		last := at(0)
+		last.Time = math.MaxInt64 - int64(i)
+		frames = append(frames, last)
+	}
+	frames = append(frames, at(600*ms))
+	check("a frame of window 0 after a jump to the last window", frames, want{1 + jumpConfirm, 0, jumpConfirm}, want{7, 1, 0})
+}
+
 // TestEngineCountsFragments sends a RoCE frame whole, then as the first
 // fragment (MF set) and a later fragment (offset 185×8) of an IPv4 packet:
 // the fragments are counted as fragments and other, not as RoCE.

@@ -9,7 +9,9 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/testframes"
 	"github.com/rocescope/rocescope/sketch"
 )
 
@@ -187,6 +189,42 @@ func TestReaderIndex(t *testing.T) {
 				t.Fatalf("window %v: index(%d) = %d, want %d", window, x, got, want(x))
 			}
 		}
+	}
+}
+
+// eventSink is an output that keeps nothing: what a test of the reader
+// alone hands its events and windows to.
+type eventSink struct{ ev event }
+
+func (o *eventSink) event(_, _ *decode.Addr, _ uint16) *event { return &o.ev }
+func (o *eventSink) flush()                                   {}
+func (o *eventSink) window(*readerWindow)                     {}
+func (o *eventSink) mark(int64)                               {}
+
+// TestReaderLiveNewestFrame checks that a live capture's reader keeps the
+// time of its newest frame for frames in order in one window too (frame's
+// fast path): once the clock closed the window, frames of it older than
+// that newest frame are held, and jumpConfirm of them in a row are a step
+// back of the clock; frames newer than it would be late instead.
+func TestReaderLiveNewestFrame(t *testing.T) {
+	cfg, err := (&Config{Live: true, Window: 10 * time.Millisecond}).WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := int64(time.Millisecond)
+	base := testframes.Trace().Frames[0]
+	at := func(ts int64) *capture.Frame { f := base; f.Time = ts; return &f }
+	start := testframes.Epoch // a window's start
+	r := newReader(&cfg, &eventSink{})
+	r.startLive(start)
+	r.frame(at(start + 1*ms))
+	r.frame(at(start + 5*ms)) // in order, in the window of the frame before
+	r.advance(start + 12*ms)  // the wall clock closes the window (10 ms, 1 ms late)
+	for range jumpConfirm {
+		r.frame(at(start + 3*ms))
+	}
+	if !r.stepped || len(r.behind.frames) != jumpConfirm {
+		t.Errorf("%d frames older than the newest one held, stepped %v; want %d, true", len(r.behind.frames), r.stepped, jumpConfirm)
 	}
 }
 

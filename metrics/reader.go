@@ -57,6 +57,10 @@ type reader struct {
 	behind        heldFrames // frames in a row older than every window still open, not yet accounted
 	open          ring[*readerWindow]
 	tracks        map[pauseKey]pauseTrack // PFC pauses per source MAC and priority
+	// cur is the window the last frame accounted counted in, open:
+	// closeThrough clears it. Frames of its times take frame's fast path
+	// while index's last division was for it.
+	cur *readerWindow
 
 	out output         // where events, closed windows and marks go
 	src capture.Source // whose drops and errors the windows count, or nil
@@ -76,6 +80,11 @@ const (
 	maxTimeJump = int64(time.Hour)
 	jumpConfirm = 64
 )
+
+// The longest window Config allows (MaxSlots slots of MaxBurst) is shorter
+// than maxTimeJump, which frame's fast path relies on: this does not
+// compile otherwise.
+const _ = uint64(maxTimeJump - int64(MaxBurst)*MaxSlots - 1)
 
 func newReader(cfg *Config, out output) *reader {
 	r := &reader{
@@ -163,6 +172,17 @@ func floorDiv(a, b int64) int64 {
 // but late (a reader running behind the link) are late frames, not a step
 // back of the clock.
 func (r *reader) frame(f *capture.Frame) {
+	// Most frames come in order, in the open window the frame before
+	// counted in, with no window to close and none held back: what the
+	// rest of frame and account would decide for them is known. Such a
+	// frame is never far enough ahead to be a time jump (windows are
+	// shorter than maxTimeJump), nor, in a live capture, behind.
+	if t := f.Time; r.cur != nil && r.cur.index == r.idxW && t >= r.idxLo && t < r.idxHi &&
+		t < r.closeAt && len(r.behind.frames) == 0 {
+		r.jumps, r.maxT, r.maxFrame = 0, max(r.maxT, t), max(r.maxFrame, t)
+		r.count(r.cur, f, t)
+		return
+	}
 	newest := r.maxT
 	if r.live {
 		newest, r.maxFrame = r.maxFrame, max(r.maxFrame, f.Time)
@@ -209,10 +229,16 @@ func (r *reader) account(f *capture.Frame) {
 	}
 	w := r.index(t)
 	rw := r.window(w)
-	c := &rw.counters
 	if jumped {
-		c[TimeJumps]++
+		rw.counters[TimeJumps]++
 	}
+	r.cur = rw
+	r.count(rw, f, t)
+}
+
+// count counts frame f, of time t, in window rw.
+func (r *reader) count(rw *readerWindow, f *capture.Frame, t int64) {
+	c := &rw.counters
 	c[Packets]++
 	c[Bytes] += uint64(f.OrigLen)
 	// Most frames need no more than a Brief, which DecodeBrief reads
@@ -487,6 +513,7 @@ func (r *reader) advance(t int64) {
 // so that an idle link still yields a report per window (up to
 // maxIdleWindows at once; a longer silence is reported from its end).
 func (r *reader) closeThrough(through int64) {
+	r.cur = nil
 	// Empty windows are reported from next through last: at the end of
 	// the input (allWindows) through the newest window opened.
 	last := through
