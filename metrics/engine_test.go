@@ -22,6 +22,11 @@ import (
 	"github.com/rocescope/rocescope/sketch"
 )
 
+// handRoCE is the first frame of the hand-made trace, a RoCE frame whole:
+// what the tests of the clock replay at the times they test
+// (frameAt(t, handRoCE)).
+var handRoCE = testframes.Trace().Frames[0].Data
+
 // runEngine runs an engine over sources and returns its windows, copied.
 func runEngine(t *testing.T, cfg *Config, sources ...capture.Source) []*Window {
 	t.Helper()
@@ -388,8 +393,7 @@ func TestEngineLiveReportsIdleWindows(t *testing.T) {
 // real jump (a capture resumed hours later) is taken after jumpConfirm
 // frames.
 func TestEngineTimeJumps(t *testing.T) {
-	base := testframes.Trace().Frames[0]
-	at := func(ts int64) capture.Frame { f := base; f.Time = ts; return f }
+	at := func(ts int64) capture.Frame { return frameAt(ts, handRoCE) }
 	sec := int64(time.Second)
 	var frames []capture.Frame
 	for i := range 30 {
@@ -430,9 +434,8 @@ func TestEngineTimeJumps(t *testing.T) {
 // and count a frame in its own window after a time jump counted in
 // another.
 func TestEngineInOrderFramesStillCloseAndRelease(t *testing.T) {
-	base := testframes.Trace().Frames[0]
 	ms := int64(time.Millisecond)
-	at := func(ts int64) capture.Frame { f := base; f.Time = testframes.Epoch + ts; return f }
+	at := func(ts int64) capture.Frame { return frameAt(testframes.Epoch+ts, handRoCE) }
 	type want struct{ packets, late, jumps uint64 }
 	check := func(name string, frames []capture.Frame, wants ...want) {
 		t.Helper()
@@ -462,9 +465,7 @@ func TestEngineInOrderFramesStillCloseAndRelease(t *testing.T) {
 	frames := []capture.Frame{at(500 * ms), at(1500 * ms)}
 	n := uint64(2 * jumpConfirm)
 	for i := range n {
-		past := at(0)
-		past.Time = math.MinInt64 + int64(i)
-		frames = append(frames, past, at(1500*ms+int64(i+1)))
+		frames = append(frames, frameAt(math.MinInt64+int64(i), handRoCE), at(1500*ms+int64(i+1)))
 	}
 	check("damaged times between frames in order", frames, want{1, 0, 0}, want{1 + 2*n, n, 0})
 
@@ -479,9 +480,7 @@ func TestEngineInOrderFramesStillCloseAndRelease(t *testing.T) {
 	// older than every open window, then late.
 	frames = []capture.Frame{at(500 * ms)}
 	for i := range jumpConfirm + 6 {
-		last := at(0)
-		last.Time = math.MaxInt64 - int64(i)
-		frames = append(frames, last)
+		frames = append(frames, frameAt(math.MaxInt64-int64(i), handRoCE))
 	}
 	frames = append(frames, at(600*ms))
 	check("a frame of window 0 after a jump to the last window", frames, want{1 + jumpConfirm, 0, jumpConfirm}, want{7, 1, 0})
@@ -603,13 +602,10 @@ func TestEngineLiveReportsSilentSources(t *testing.T) {
 // representable seconds): every frame is counted, in windows whose start is
 // a multiple of their length and whose end does not overflow.
 func TestEngineTimeEdges(t *testing.T) {
-	base := testframes.Trace().Frames[0]
 	at := func(ts ...int64) []capture.Frame {
 		var fs []capture.Frame
 		for _, x := range ts {
-			f := base
-			f.Time = x
-			fs = append(fs, f)
+			fs = append(fs, frameAt(x, handRoCE))
 		}
 		return fs
 	}
@@ -669,18 +665,15 @@ func TestEngineCoverage(t *testing.T) {
 // the trace's own windows carry the rest; the windows after the step back
 // are of segment 1.
 func TestEngineClockSteps(t *testing.T) {
-	base := testframes.Trace().Frames[0]
 	sec := int64(time.Second)
 	real := func(from int64, n int) []capture.Frame { // n frames over 2 s from from
 		var fs []capture.Frame
 		for i := range n {
-			f := base
-			f.Time = from + int64(i)*2*sec/int64(n)
-			fs = append(fs, f)
+			fs = append(fs, frameAt(from+int64(i)*2*sec/int64(n), handRoCE))
 		}
 		return fs
 	}
-	at := func(ts int64) capture.Frame { f := base; f.Time = ts; return f }
+	at := func(ts int64) capture.Frame { return frameAt(ts, handRoCE) }
 	const n = 4000
 	day, decade := 24*3600*sec, 10*365*24*3600*sec
 	cases := []struct {
@@ -783,11 +776,9 @@ func TestPoolOutputTakesBatches(t *testing.T) {
 // run makes at most windowsInFlight windows (each a few megabytes of
 // sketches) instead of a fresh one whenever the pool ran dry.
 func TestEngineTinyWindowsReuseWindows(t *testing.T) {
-	base := testframes.Trace().Frames[0]
 	frames := make([]capture.Frame, 25_000)
 	for i := range frames {
-		frames[i] = base
-		frames[i].Time = testframes.Epoch + int64(i)*400_000
+		frames[i] = frameAt(testframes.Epoch+int64(i)*400_000, handRoCE)
 	}
 	cfg := &Config{Workers: 2, Host: "h", Window: time.Millisecond, DistinctBits: 1 << 12, CMWidth: 256, TopKSize: 64}
 	e, err := New(cfg)
@@ -898,12 +889,10 @@ func (s *closingSource) Next(b *capture.Batch) error {
 // estimate and the packets and bytes the readers counted agree, and none
 // is late.
 func TestEngineLaggingReaderOneWindow(t *testing.T) {
-	base := testframes.Trace().Frames[0]
 	frames := func(from int64) []capture.Frame {
 		fs := make([]capture.Frame, 300)
 		for i := range fs {
-			fs[i] = base
-			fs[i].Time = from + int64(i)*10*int64(time.Millisecond)
+			fs[i] = frameAt(from+int64(i)*10*int64(time.Millisecond), handRoCE)
 		}
 		return fs
 	}

@@ -212,8 +212,7 @@ func TestReaderLiveNewestFrame(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms := int64(time.Millisecond)
-	base := testframes.Trace().Frames[0]
-	at := func(ts int64) *capture.Frame { f := base; f.Time = ts; return &f }
+	at := func(ts int64) *capture.Frame { f := frameAt(ts, handRoCE); return &f }
 	start := testframes.Epoch // a window's start
 	r := newReader(&cfg, &eventSink{})
 	r.startLive(start)

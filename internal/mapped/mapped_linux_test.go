@@ -266,8 +266,7 @@ func TestTouchCost(t *testing.T) {
 
 // TestProbe checks that Probe reads the machine as HugeAuto does (the
 // hypervisor flag of /proc/cpuinfo, a measured first touch), with its
-// model name, and that a
-// Machine decides by autoHuge's rule.
+// model name, and that a Machine decides by autoHuge's rule.
 func TestProbe(t *testing.T) {
 	f, err := os.Open("/proc/cpuinfo")
 	if err != nil {
