@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +29,25 @@ type analysis struct {
 	progressEvery time.Duration
 }
 
+// startCPUProfile starts profiling the process's CPU time into the file at
+// path and returns the function that stops it and closes the file.
+func startCPUProfile(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return nil, errors.Join(fmt.Errorf("--cpu-profile %s: %w", path, err), f.Close())
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		return nil
+	}, nil
+}
+
 // run analyzes the frames of sources and writes the reports and states.
 func (a *analysis) run(ctx context.Context, e *env, sources []capture.Source) (err error) {
 	cfg, err := a.opts.config(a.live)
@@ -34,6 +55,13 @@ func (a *analysis) run(ctx context.Context, e *env, sources []capture.Source) (e
 		return err
 	}
 	cfg.Filter = a.filter
+	if a.opts.cpuProfile != "" {
+		stop, err := startCPUProfile(a.opts.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, stop()) }()
+	}
 	mapped.SetHugePages(mapped.HugePages(a.opts.hugePages))
 	eng, err := metrics.New(cfg)
 	if err != nil {

@@ -159,6 +159,7 @@ type reportOptions struct {
 	progress   bool
 	inputs     []string // what the run reads, for reports that name it (html)
 	hugePages  hugePages
+	cpuProfile string
 }
 
 // bind registers the report flags on fs. config is registered by
@@ -195,6 +196,7 @@ func (o *reportOptions) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&r.CEMarks, "ce-marks", metrics.DefaultCEMarks, "ce_without_cnp: a flow with at least this many CE-marked frames in a window whose receiver, seen in the capture, sent no CNP back")
 	fs.IntVar(&r.MaxEvents, "max-events", metrics.DefaultMaxEvents, "events of each kind a window's report lists at most (the earliest; events_omitted counts the rest)")
 	fs.Var(&o.hugePages, "huge-pages", "whether the flow table and lists ask the kernel for transparent huge pages (2 MiB: one page fault instead of 512): on, off, or auto: on, except in a virtual machine where a 4 KiB page costs less than 4 µs of CPU to touch first, measured once at the start (there huge pages come from memory the host took back, and cost more)")
+	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of the run to this file, for go tool pprof, or for the build's profile-guided optimization (cmd/rocescope/default.pgo; see the README)")
 	fs.String("config", "", "read flag values from this YAML file (keys are flag names; flags on the command line win)")
 }
 
