@@ -56,8 +56,8 @@ func (a *analysis) run(ctx context.Context, e *env, sources []capture.Source) (e
 	}
 	cfg.Filter = a.filter
 	if a.opts.cpuProfile != "" {
-		stop, err := startCPUProfile(a.opts.cpuProfile)
-		if err != nil {
+		var stop func() error
+		if stop, err = startCPUProfile(a.opts.cpuProfile); err != nil {
 			return err
 		}
 		defer func() { err = errors.Join(err, stop()) }()
