@@ -181,7 +181,12 @@ func run(ctx context.Context, args []string) error {
 	host, _ := os.Hostname()
 	fmt.Printf("rocescope-bench on %s: %s/%s, %d CPUs, %s; traces of %d-byte frames in %s; median of %d rounds, runs %v apart\n",
 		host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), *snap, *dir, *runs, *settle)
-	fmt.Printf("%s\n\n", machine())
+	fmt.Println(machine())
+	names, paths := []string{"rocescope"}, []string{bin}
+	if baseBin != "" {
+		names, paths = append(names, *baseline), append(paths, baseBin)
+	}
+	fmt.Printf("%s\n\n", buildsLine(names, paths))
 	// Fixed columns rather than a tabwriter: each trace's rows are printed
 	// as soon as they are measured, and still line up with the others.
 	const row = "%8v %9v %6v %26v %7v %13v %8v %20v %20v %13v %12v\n"
