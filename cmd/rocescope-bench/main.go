@@ -31,11 +31,17 @@
 // between the two when started back to back. Settling gives every run the
 // second case, the one a capture host sees.
 //
+// With --pgo-out it measures nothing: it replays each trace with each
+// worker count once, with rocescope built without a profile and its
+// --cpu-profile, and writes the merged profile that the profile-guided
+// build of cmd/rocescope reads (default.pgo).
+//
 // Run it from the repository root (the default traces take about 7 GB in
 // --dir and most of an hour):
 //
 //	go run ./cmd/rocescope-bench
 //	go run ./cmd/rocescope-bench --conns 100000 --traces 2000000/4s --runs 5 --baseline ac4ba8c
+//	go run ./cmd/rocescope-bench --traces 12000000/12s --pgo-out cmd/rocescope/default.pgo
 package main
 
 import (
@@ -152,6 +158,7 @@ func run(ctx context.Context, args []string) error {
 	dir := fs.String("dir", filepath.Join(os.TempDir(), "rocescope-bench"), "where the binaries and traces go (kept between runs)")
 	tsharkMax := fs.Int("tshark-frames", 2_000_000, "run tshark (once) on traces of at most this many frames; 0: never")
 	settle := fs.Duration("settle", 4*time.Second, "pause before each run, so that the memory the last run freed has gone back to a VM's host (see the package doc)")
+	pgoOut := fs.String("pgo-out", "", "instead of the table, replay each trace once per worker count with rocescope built without a profile, with --cpu-profile, and write the merged profile to this file (cmd/rocescope/default.pgo: see the README)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -163,8 +170,27 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	bin := filepath.Join(*dir, "rocescope")
-	if err := command(ctx, "go", "build", "-o", bin, "./cmd/rocescope").Run(); err != nil {
+	build := []string{"build", "-o", bin}
+	if *pgoOut != "" {
+		// The profile is of the code as written, not as the last
+		// profile optimized it.
+		build = append(build, "-pgo=off")
+	}
+	if err := command(ctx, "go", append(build, "./cmd/rocescope")...).Run(); err != nil {
 		return fmt.Errorf("build rocescope (run from the repository root): %w", err)
+	}
+	if *pgoOut != "" {
+		var traces []string
+		for _, c := range *conns {
+			for _, sh := range shapes {
+				trace := traceFile(*dir, sh, c, *snap)
+				if err := generate(ctx, bin, trace, sh, c, *snap); err != nil {
+					return err
+				}
+				traces = append(traces, trace)
+			}
+		}
+		return writeProfile(ctx, bin, traces, *workers, *pgoOut)
 	}
 	var baseBin string
 	if *baseline != "" {
@@ -194,7 +220,7 @@ func run(ctx context.Context, args []string) error {
 	for _, c := range *conns {
 		for _, sh := range shapes {
 			n := sh.frames
-			trace := filepath.Join(*dir, fmt.Sprintf("gen-%d-%d-%v-%d.pcap", n, c, sh.span, *snap))
+			trace := traceFile(*dir, sh, c, *snap)
 			if err := generate(ctx, bin, trace, sh, c, *snap); err != nil {
 				return err
 			}
@@ -276,6 +302,44 @@ func buildAt(ctx context.Context, rev, dir string) (string, error) {
 		return "", fmt.Errorf("--baseline %s: build: %w", rev, err)
 	}
 	return bin, nil
+}
+
+// traceFile names the trace of shape sh with conns connections and frames
+// cut to snap bytes, in dir.
+func traceFile(dir string, sh shape, conns, snap int) string {
+	return filepath.Join(dir, fmt.Sprintf("gen-%d-%d-%v-%d.pcap", sh.frames, conns, sh.span, snap))
+}
+
+// writeProfile replays each trace once with each worker count, writing a
+// CPU profile of each run (rocescope's --cpu-profile), and merges them into
+// the profile-guided build's profile at out.
+func writeProfile(ctx context.Context, bin string, traces []string, workers []int, out string) error {
+	tmp, err := os.MkdirTemp("", "rocescope-bench-pgo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	var profiles []string
+	for _, trace := range traces {
+		for _, w := range workers {
+			p := filepath.Join(tmp, fmt.Sprintf("%d-%d.pprof", len(profiles), w))
+			replay := command(ctx, bin, "replay", "--workers", strconv.Itoa(w), "--format", "jsonl", "-o", os.DevNull,
+				"--progress=false", "--cpu-profile", p, trace)
+			if err := replay.Run(); err != nil {
+				return fmt.Errorf("replay %s: %w", trace, err)
+			}
+			profiles = append(profiles, p)
+		}
+	}
+	merged, err := command(ctx, "go", append([]string{"tool", "pprof", "-proto"}, profiles...)...).Output()
+	if err != nil {
+		return fmt.Errorf("go tool pprof: %w", err)
+	}
+	if err := os.WriteFile(out, merged, 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s (%d bytes) from %d replays\n", out, len(merged), len(profiles))
+	return nil
 }
 
 // generate writes the trace unless it is there already.
