@@ -22,10 +22,12 @@ import (
 	"github.com/rocescope/rocescope/sketch"
 )
 
-// handRoCE is the first frame of the hand-made trace, a RoCE frame whole:
-// what the tests of the clock replay at the times they test
-// (frameAt(t, handRoCE)).
+// handRoCE is the first frame of the hand-made trace, a RoCE frame whole.
 var handRoCE = testframes.Trace().Frames[0].Data
+
+// roceAt returns handRoCE captured at time t: what the tests of the clock
+// replay at the times they test.
+func roceAt(t int64) capture.Frame { return frameAt(t, handRoCE) }
 
 // runEngine runs an engine over sources and returns its windows, copied.
 func runEngine(t *testing.T, cfg *Config, sources ...capture.Source) []*Window {
@@ -393,13 +395,12 @@ func TestEngineLiveReportsIdleWindows(t *testing.T) {
 // real jump (a capture resumed hours later) is taken after jumpConfirm
 // frames.
 func TestEngineTimeJumps(t *testing.T) {
-	at := func(ts int64) capture.Frame { return frameAt(ts, handRoCE) }
 	sec := int64(time.Second)
 	var frames []capture.Frame
 	for i := range 30 {
-		frames = append(frames, at(testframes.Epoch+int64(i)*sec/10)) // windows 0-2
+		frames = append(frames, roceAt(testframes.Epoch+int64(i)*sec/10)) // windows 0-2
 		if i == 12 {
-			frames = append(frames, at(testframes.Epoch+100*365*24*3600*sec)) // damaged
+			frames = append(frames, roceAt(testframes.Epoch+100*365*24*3600*sec)) // damaged
 		}
 	}
 	wins := runEngine(t, &Config{Workers: 1, Host: "h"}, &testframes.Source{Frames: frames, Per: 7})
@@ -410,9 +411,9 @@ func TestEngineTimeJumps(t *testing.T) {
 		t.Errorf("window 1: packets %d, time jumps %d, late %d; want 11, 1, 0", w.Counters[Packets], w.Counters[TimeJumps], w.Counters[LatePackets])
 	}
 
-	frames = []capture.Frame{at(testframes.Epoch)}
+	frames = []capture.Frame{roceAt(testframes.Epoch)}
 	for i := range 100 {
-		frames = append(frames, at(testframes.Epoch+2*3600*sec+int64(i)))
+		frames = append(frames, roceAt(testframes.Epoch+2*3600*sec+int64(i)))
 	}
 	wins = runEngine(t, &Config{Workers: 2, Host: "h"}, &testframes.Source{Frames: frames, Per: 9})
 	if len(wins) != 2 || wins[0].Counters[Packets] != 1+jumpConfirm || wins[1].Counters[Packets] != 100-jumpConfirm ||
@@ -435,7 +436,7 @@ func TestEngineTimeJumps(t *testing.T) {
 // another.
 func TestEngineInOrderFramesStillCloseAndRelease(t *testing.T) {
 	ms := int64(time.Millisecond)
-	at := func(ts int64) capture.Frame { return frameAt(testframes.Epoch+ts, handRoCE) }
+	at := func(ts int64) capture.Frame { return roceAt(testframes.Epoch + ts) }
 	type want struct{ packets, late, jumps uint64 }
 	check := func(name string, frames []capture.Frame, wants ...want) {
 		t.Helper()
@@ -465,7 +466,7 @@ func TestEngineInOrderFramesStillCloseAndRelease(t *testing.T) {
 	frames := []capture.Frame{at(500 * ms), at(1500 * ms)}
 	n := uint64(2 * jumpConfirm)
 	for i := range n {
-		frames = append(frames, frameAt(math.MinInt64+int64(i), handRoCE), at(1500*ms+int64(i+1)))
+		frames = append(frames, roceAt(math.MinInt64+int64(i)), at(1500*ms+int64(i+1)))
 	}
 	check("damaged times between frames in order", frames, want{1, 0, 0}, want{1 + 2*n, n, 0})
 
@@ -480,7 +481,7 @@ func TestEngineInOrderFramesStillCloseAndRelease(t *testing.T) {
 	// older than every open window, then late.
 	frames = []capture.Frame{at(500 * ms)}
 	for i := range jumpConfirm + 6 {
-		frames = append(frames, frameAt(math.MaxInt64-int64(i), handRoCE))
+		frames = append(frames, roceAt(math.MaxInt64-int64(i)))
 	}
 	frames = append(frames, at(600*ms))
 	check("a frame of window 0 after a jump to the last window", frames, want{1 + jumpConfirm, 0, jumpConfirm}, want{7, 1, 0})
@@ -605,7 +606,7 @@ func TestEngineTimeEdges(t *testing.T) {
 	at := func(ts ...int64) []capture.Frame {
 		var fs []capture.Frame
 		for _, x := range ts {
-			fs = append(fs, frameAt(x, handRoCE))
+			fs = append(fs, roceAt(x))
 		}
 		return fs
 	}
@@ -669,11 +670,10 @@ func TestEngineClockSteps(t *testing.T) {
 	real := func(from int64, n int) []capture.Frame { // n frames over 2 s from from
 		var fs []capture.Frame
 		for i := range n {
-			fs = append(fs, frameAt(from+int64(i)*2*sec/int64(n), handRoCE))
+			fs = append(fs, roceAt(from+int64(i)*2*sec/int64(n)))
 		}
 		return fs
 	}
-	at := func(ts int64) capture.Frame { return frameAt(ts, handRoCE) }
 	const n = 4000
 	day, decade := 24*3600*sec, 10*365*24*3600*sec
 	cases := []struct {
@@ -683,7 +683,7 @@ func TestEngineClockSteps(t *testing.T) {
 		after  [2]int64 // the first and last window start after the step back
 		lost   uint64   // frames outside the trace's windows: the damaged ones
 	}{
-		{"first timestamp a day ahead", append([]capture.Frame{at(testframes.Epoch + day)}, real(testframes.Epoch, n)...),
+		{"first timestamp a day ahead", append([]capture.Frame{roceAt(testframes.Epoch + day)}, real(testframes.Epoch, n)...),
 			[2]int64{testframes.Epoch, testframes.Epoch + 2*sec}, [2]int64{testframes.Epoch, testframes.Epoch + sec}, 1},
 		{"clock stepped back", append(real(testframes.Epoch, n), real(testframes.Epoch-600*sec, n)...),
 			[2]int64{testframes.Epoch - 600*sec, testframes.Epoch + 2*sec}, [2]int64{testframes.Epoch - 600*sec, testframes.Epoch - 599*sec}, 0},
@@ -778,7 +778,7 @@ func TestPoolOutputTakesBatches(t *testing.T) {
 func TestEngineTinyWindowsReuseWindows(t *testing.T) {
 	frames := make([]capture.Frame, 25_000)
 	for i := range frames {
-		frames[i] = frameAt(testframes.Epoch+int64(i)*400_000, handRoCE)
+		frames[i] = roceAt(testframes.Epoch + int64(i)*400_000)
 	}
 	cfg := &Config{Workers: 2, Host: "h", Window: time.Millisecond, DistinctBits: 1 << 12, CMWidth: 256, TopKSize: 64}
 	e, err := New(cfg)
@@ -892,7 +892,7 @@ func TestEngineLaggingReaderOneWindow(t *testing.T) {
 	frames := func(from int64) []capture.Frame {
 		fs := make([]capture.Frame, 300)
 		for i := range fs {
-			fs[i] = frameAt(from+int64(i)*10*int64(time.Millisecond), handRoCE)
+			fs[i] = roceAt(from + int64(i)*10*int64(time.Millisecond))
 		}
 		return fs
 	}

@@ -212,7 +212,7 @@ func TestReaderLiveNewestFrame(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms := int64(time.Millisecond)
-	at := func(ts int64) *capture.Frame { f := frameAt(ts, handRoCE); return &f }
+	at := func(ts int64) *capture.Frame { f := roceAt(ts); return &f }
 	start := testframes.Epoch // a window's start
 	r := newReader(&cfg, &eventSink{})
 	r.startLive(start)
