@@ -108,6 +108,12 @@ func (a *Activity) add(r Run) {
 	}
 }
 
+// minGap returns the shortest gap between the first three runs of a and a
+// fourth that starts in slot s.
+func (a *Activity) minGap(s uint16) uint16 {
+	return min(a[1].Start-a[0].End, a[2].Start-a[1].End, s-a[2].End)
+}
+
 // merge adds o, the profile of the same flow in the same window from
 // another host, to a.
 func (a *Activity) merge(o *Activity) {

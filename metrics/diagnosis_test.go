@@ -388,19 +388,26 @@ func (o *oneTally) tally(h *hot, _ *cold) *FlowRecord {
 	return &o.f
 }
 
-// TestSlotRuns: frames counted through an entry's two runs give the
-// profile that folding each slot into it in turn gives, however the flow
-// sends: in runs of consecutive slots, now and then, or with more than
-// 4 GiB in a run.
+// TestSlotRuns: frames counted through an entry give the profile that
+// adding each run of the flow's consecutive slots to it in turn gives, the
+// rule of Activity, here by hand: a run grows while each frame is in its
+// last slot or the next and its bytes stay below 4 GiB (a longer one
+// splits, and the parts join again in the profile). Frames in time order
+// also give what adding each slot's frames as a run gives. The flows send
+// in runs of consecutive slots, now and then, or more than 4 GiB in a run,
+// and half of them now and then out of time order, as frames counted in a
+// window they are late for are.
 func TestSlotRuns(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	for i := range 5000 {
+	for i := range 20000 {
 		var h hot
 		var c cold
-		var want Activity
+		var bySlot, byRun Activity
+		var run Run // the run of consecutive slots being made, by the rule
+		inOrder := rng.IntN(2) == 0
 		slot := uint32(rng.IntN(5))
 		big := rng.IntN(10) == 0
-		for range rng.IntN(40) {
+		for range rng.IntN(60) {
 			var r Run
 			for k := range 1 + rng.IntN(3) {
 				ev := event{wire: uint32(1 + rng.IntN(5000))}
@@ -410,24 +417,51 @@ func TestSlotRuns(t *testing.T) {
 				if big {
 					ev.wire = 3 << 30 // 3 GiB a slot (a slot holds less than 4): runs of two pass 4 GiB
 				}
+				if run.End == 0 || uint32(run.End) != slot && uint32(run.End) != slot+1 || run.Bytes+uint64(ev.wire) > math.MaxUint32 {
+					if run.End != 0 {
+						byRun.add(run)
+					}
+					run = Run{Start: uint16(slot)}
+				}
+				run.End = uint16(slot + 1)
+				run.Bytes += uint64(ev.wire)
 				r.Bytes += uint64(ev.wire)
 				if rng.IntN(4) == 0 {
 					ev.flags |= evCE
 					r.ECNCE++
+					run.ECNCE++
 				}
 				if rng.IntN(5) == 0 {
 					ev.flags |= evCNP
 					r.CNP++
+					run.CNP++
 				}
 				h.addSlot(&c, slot, &ev)
 			}
 			r.Start, r.End = uint16(slot), uint16(slot+1)
-			want.add(r)
-			slot += 1 + uint32(rng.IntN(3))*uint32(rng.IntN(2)) // often the next slot
+			bySlot.add(r)
+			switch {
+			case !inOrder && rng.IntN(6) == 0:
+				slot = uint32(rng.IntN(int(slot) + 1))
+			case rng.IntN(2) == 0:
+				slot++ // the next slot
+			default:
+				slot += uint32(rng.IntN(9)) // the same, or a gap
+			}
 		}
-		h.flushRuns(&c.act)
-		if c.act != want {
-			t.Fatalf("case %d: %+v through the runs, %+v slot by slot", i, c.act, want)
+		if run.End != 0 {
+			byRun.add(run)
+		}
+		var got Activity
+		h.takeActivity(&c, &got)
+		if got != byRun {
+			t.Fatalf("case %d: %+v through the entry, %+v run by run", i, got, byRun)
+		}
+		if inOrder && got != bySlot {
+			t.Fatalf("case %d: %+v through the entry, %+v slot by slot", i, got, bySlot)
+		}
+		if h.acts != 0 || c.act != (Activity{}) {
+			t.Fatalf("case %d: the entry keeps a profile: %d runs, %+v", i, h.acts, c.act)
 		}
 	}
 }

@@ -16,7 +16,6 @@ const (
 	entEpisode // a retransmission episode is going on
 	entTally   // the flow's record in window win's list (at cold.rec) holds counts: its tally
 	entSlack   // the next request may skip cold.slack PSNs without a gap
-	entAct     // cold.act holds runs of window win
 )
 
 // hotOps is how many opcodes the hot part of an entry counts apart: the
@@ -28,8 +27,8 @@ const hotOps = 7
 // hot is the part of a flow's table entry that a data packet or an ACK of
 // the flow reads and writes: two cache lines, 128 bytes, at a 128-byte
 // boundary, which the processors fetch together. Line 0 holds the key and
-// what every frame counts, line 1 the PSN tracking, the burst-slot runs on
-// their way into the activity profile and the opcode mix.
+// what every frame counts, line 1 the PSN tracking, the last run of the
+// activity profile and the opcode mix.
 //
 // Its counters are the flow's counts in window win since the last fold, in
 // narrow fields: a fold adds them to the flow's tally, its record in the
@@ -49,15 +48,15 @@ type hot struct {
 	msgs    uint16 // FlowMessages since the last fold
 	acks    uint16 // FlowAcks since the last fold
 	flags   uint8
-	nruns   uint8 // runs in runs
+	acts    uint8 // the state of the activity profile in window win (see addSlot)
 
 	lastReq int64 // time of the last request frame
-	// Runs of consecutive burst slots of window win the flow sent in,
-	// the last growing with the flow's frames; a run that cannot join
-	// the last goes into the activity profile (cold.act) with the
-	// other when there are two, so that a flow that sends now and then
-	// touches the profile on every other run.
-	runs    [2]slotRun
+	// The last run of the flow's activity profile in window win, which
+	// its frames extend while they come in time order (addSlot), and,
+	// when the profile has ActivityRuns runs, the shortest gap between
+	// them: a run that starts closer than that after cur joins it.
+	cur     slotRun
+	minGap  uint16
 	epsn    uint32 // expected PSN of the next request
 	peer    int32  // slab position of the reverse direction, -1 if unknown
 	sqp     uint32
@@ -65,19 +64,20 @@ type hot struct {
 	pmtuMin uint16 // lower bound of the path MTU from ONLY packets, 0 if none
 	sport   uint16
 	ops     opCounts // opcodes since the last fold
+	_       [8]byte  // to the second line's end
 }
 
 // cold is the rest of a flow's table entry, 256 bytes, four lines: the
-// activity profile in window win beyond hot's runs; what a new window and
-// an eviction need, where the flow's tally is, the PSN gap and the
-// retransmission episode; the kinds and PSNs of the requests waiting for
-// their answers and the latencies matched in window win; the times of
+// runs of the activity profile in window win before hot's; what a new
+// window and an eviction need, where the flow's tally is, the PSN gap and
+// the retransmission episode; the kinds and PSNs of the requests waiting
+// for their answers and the latencies matched in window win; the times of
 // those requests. A frame touches it only for what is rare or for the
 // pairing of requests and answers: a NAK, a PSN out of line, a request
-// that waits for an answer, an answer, a fold of the runs, and the flow's
-// first frame in a window.
+// that waits for an answer, an answer, a new run of the activity profile,
+// and the flow's first frame in a window.
 type cold struct {
-	act Activity // when in window win the flow sent, beyond hot's runs, when entAct
+	act Activity // the runs of the activity profile in window win before hot.cur (see addSlot)
 
 	lastWin   int64 // last window with a packet; freeEntry when the slab entry is free
 	prevList  int64 // the flow list holding the record at prevRec (Window.list), 0 for none
@@ -129,8 +129,8 @@ const (
 	coldSize = 256
 )
 
-// slotRun is a run of consecutive burst slots of a flow on its way into
-// its activity profile: Run in 12 bytes.
+// slotRun is the last run of a flow's activity profile, or one on its way
+// into it: Run in 12 bytes.
 type slotRun struct {
 	bytes               uint32
 	start, end, ce, cnp uint16
@@ -203,10 +203,36 @@ func (c *opCounts) add(op uint8) bool {
 	return true
 }
 
-// addSlot adds a frame in slot to the runs: to the last when the slot is
-// its last or the next and the run's bytes stay below 4 GiB, else as a new
-// run, after the runs went into the activity profile when there were two.
-// A run split at the 4 GiB mark joins again in the profile.
+// The activity profile of an entry in window win has two modes. In the
+// first, hot.acts is the number of its runs, 0 to ActivityRuns, the last
+// of which is hot.cur and the others cold.act[:acts-1]; as frames come in
+// time order, a frame from cur's first slot to the slot after its last
+// extends cur, and so does one further on when the profile is full and
+// the gap is shorter than minGap, its shortest: Activity.add would join a
+// run there with cur. A frame only reads the cold part's runs when it
+// starts a run of the profile. A frame before cur (out of time order), or
+// one that would take cur past 4 GiB, hands the profile over to the
+// second mode, actCold, for the rest of the window: the profile is in
+// cold.act whole, and cur is a run of the flow's consecutive slots on its
+// way into it, added when the next frame does not extend it (runs split
+// at 4 GiB join again there). Both give the profile that adding the runs
+// of consecutive slots one after the other gives (TestSlotRuns).
+const actCold uint8 = 1 << 7
+
+// extends reports whether a frame in slot s of wire bytes extends cur
+// without a look at the cold part (addSlot).
+func (h *hot) extends(s uint16, wire uint32) bool {
+	r, n := &h.cur, h.acts
+	switch {
+	case n == 0 || r.bytes > math.MaxUint32-wire:
+		return false
+	case n&actCold != 0:
+		return r.end-1 == s || r.end == s
+	}
+	return s >= r.start && (s <= r.end || n == ActivityRuns && s-r.end < h.minGap)
+}
+
+// addSlot counts a frame in slot into the flow's activity profile.
 func (h *hot) addSlot(c *cold, slot uint32, ev *event) {
 	s := uint16(slot)
 	var ce, cnp uint16
@@ -216,30 +242,64 @@ func (h *hot) addSlot(c *cold, slot uint32, ev *event) {
 	if ev.flags&evCNP != 0 {
 		cnp = 1
 	}
-	if n := h.nruns; n > 0 {
-		if r := &h.runs[n-1]; (r.end-1 == s || r.end == s) && r.bytes <= math.MaxUint32-ev.wire {
-			r.end, r.bytes = s+1, r.bytes+ev.wire
-			r.ce, r.cnp = satAdd16(r.ce, ce), satAdd16(r.cnp, cnp)
-			return
-		}
-		if int(n) == len(h.runs) {
-			h.flags |= entAct
-			h.flushRuns(&c.act)
-		}
+	r := &h.cur
+	if h.extends(s, ev.wire) {
+		r.end, r.bytes = max(r.end, s+1), r.bytes+ev.wire
+		r.ce, r.cnp = satAdd16(r.ce, ce), satAdd16(r.cnp, cnp)
+		return
 	}
+	h.newRun(c, s, ev.wire)
 	// Field by field: a composite literal is staged on the stack, and the
 	// copy's load of ce and cnp waits for their two stores.
-	r := &h.runs[h.nruns]
 	r.bytes, r.start, r.end, r.ce, r.cnp = ev.wire, s, s+1, ce, cnp
-	h.nruns++
 }
 
-// flushRuns moves the runs into the activity profile a.
-func (h *hot) flushRuns(a *Activity) {
-	for _, r := range h.runs[:h.nruns] {
-		a.add(Run{Start: r.start, End: r.end, Bytes: uint64(r.bytes), ECNCE: r.ce, CNP: r.cnp})
+// newRun makes room in the profile for a frame in slot s of wire bytes
+// that cur cannot take, which starts a new cur.
+func (h *hot) newRun(c *cold, s uint16, wire uint32) {
+	r := &h.cur
+	switch n := h.acts; {
+	case n == 0:
+		h.acts = 1
+	case n&actCold != 0:
+		c.act.add(r.run())
+	case s < r.start || r.bytes > math.MaxUint32-wire:
+		c.act[n-1] = r.run()
+		h.acts = actCold
+	case n < ActivityRuns:
+		c.act[n-1] = r.run()
+		if h.acts++; h.acts == ActivityRuns {
+			h.minGap = c.act.minGap(s)
+		}
+	default:
+		// Full, and the gap after cur is not shorter than the
+		// shortest: add joins the closest runs, and the new one is
+		// the last.
+		c.act[n-1] = r.run()
+		c.act.add(Run{Start: s, End: s + 1})
+		h.minGap = c.act.minGap(s)
 	}
-	h.nruns = 0
+}
+
+// takeActivity moves the flow's activity profile into a, which holds
+// none, and empties the entry's.
+func (h *hot) takeActivity(c *cold, a *Activity) {
+	switch n := h.acts; {
+	case n&actCold != 0:
+		c.act.add(h.cur.run())
+		*a, c.act = c.act, Activity{}
+	case n > 1:
+		*a, c.act = c.act, Activity{}
+		a[n-1] = h.cur.run()
+	case n == 1:
+		a[0] = h.cur.run()
+	}
+	h.acts = 0
+}
+
+// run returns r as a Run.
+func (r *slotRun) run() Run {
+	return Run{Start: r.start, End: r.end, Bytes: uint64(r.bytes), ECNCE: r.ce, CNP: r.cnp}
 }
 
 // fold adds the counts h holds since the last fold to the counters and
@@ -265,15 +325,12 @@ func (h *hot) fold(f *FlowRecord) {
 // new one holding the key alone), with the counts the entry holds since
 // the last fold and its activity, and empties the entry's.
 func (h *hot) record(c *cold, f *FlowRecord, seed uint64) {
-	if h.flags&entAct != 0 {
-		f.Act, c.act = c.act, Activity{}
-	}
+	h.takeActivity(c, &f.Act)
 	if c.latN != [2]uint32{} {
 		c.foldLatency(&f.C)
 	}
-	h.flags &^= entTally | entAct
+	h.flags &^= entTally
 	h.fold(f)
-	h.flushRuns(&f.Act)
 	h.stamp(f, seed)
 }
 

@@ -268,13 +268,17 @@ func (s *shard) entriesAhead(idxs []int32) {
 }
 
 // recordsAhead prefetches the records materialize will write for the
-// entries at idxs that count in win: an entry's tally, when it has one,
-// else the room at the end of win's flow list where its record goes.
+// entries at idxs that count in win, an entry's tally, when it has one,
+// else the room at the end of win's flow list where its record goes, and
+// the runs of their activity profiles in the cold part.
 func (s *shard) recordsAhead(idxs []int32, win *Window) {
 	t, l := s.tab, &s.lines
 	w, n, room := win.Index(), len(win.Flows), win.Flows[:cap(win.Flows)]
 	for _, idx := range idxs {
 		h := &t.hot[idx]
+		if h.win == w && h.acts > 1 {
+			l.add(unsafe.Pointer(&t.cold[idx].act))
+		}
 		switch {
 		case h.win != w:
 		case h.flags&entTally != 0:
@@ -426,9 +430,9 @@ const handleChunk = 32
 // slot of every event, then the hot lines of the entry whose tag matches
 // there or after it (table.probe), or for a flow the table does not hold
 // the connection index slots admit reads, then the cold lines the frame
-// will touch: the activity profile when its next run may move the runs
-// into it, the window bookkeeping when it is the flow's first frame in a
-// window, the requests waiting for answers when it waits for one or
+// will touch: the activity profile's runs when the frame starts one, the
+// window bookkeeping (and the profile, when it has runs there) when it is
+// the flow's first frame in a window, the requests waiting for answers when it waits for one or
 // answers the peer's; for a new flow, the entry of the reverse direction
 // admit pairs it with. Each pass asks for lines that do not depend on each
 // other, so that their misses overlap; then it handles the events in order
@@ -473,11 +477,14 @@ func (s *shard) handleChunk(evs []event) {
 			continue
 		}
 		h, c := &t.hot[idx-1], &t.cold[idx-1]
-		if h.nruns == 2 {
-			l.add(unsafe.Pointer(&c.act))
-		}
-		if h.win != ev.win {
+		switch {
+		case h.win != ev.win:
 			l.add(unsafe.Pointer(&c.lastWin)) // the window changes: materialize
+			if h.acts > 1 {
+				l.add(unsafe.Pointer(&c.act))
+			}
+		case h.acts != 0 && !h.extends(uint16(ev.slot), ev.wire):
+			l.add(unsafe.Pointer(&c.act)) // a new run of the profile
 		}
 		if ev.flags&(evReadReq|evAckReq) != 0 {
 			c.pendLines(l) // await
@@ -594,7 +601,7 @@ func (s *shard) counters(idx int32, h *hot, c *cold, win *Window, w int64) *Flow
 		if h.win != noWindow {
 			s.materialize(h, c, s.open.get(h.win))
 		}
-		h.win, h.nruns = w, 0
+		h.win, h.acts = w, 0
 		c.lastWin = max(c.lastWin, w)
 		s.active[w&1].Append(idx)
 		return nil
