@@ -381,3 +381,29 @@ func TestNormalizeMergesRepeats(t *testing.T) {
 		}
 	}
 }
+
+// TestPermute: permute puts at each position the record perm names, on
+// random permutations of up to 300 records.
+func TestPermute(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	var o flowOrder
+	for i := range 3000 {
+		n := rng.IntN(300)
+		perm := make([]uint32, n)
+		for k := range perm {
+			perm[k] = uint32(k)
+		}
+		rng.Shuffle(n, func(a, b int) { perm[a], perm[b] = perm[b], perm[a] })
+		flows := make([]FlowRecord, n)
+		for k := range flows {
+			flows[k].C[FlowPackets] = uint64(k) // the record's old position
+		}
+		want := slices.Clone(perm)
+		o.permute(flows, perm)
+		for k, from := range want {
+			if got := flows[k].C[FlowPackets]; got != uint64(from) {
+				t.Fatalf("case %d (%d records): position %d holds the record from %d, want %d", i, n, k, got, from)
+			}
+		}
+	}
+}

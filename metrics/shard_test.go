@@ -1,7 +1,7 @@
 package metrics
 
 import (
-	"github.com/rocescope/rocescope/internal/testframes"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/testframes"
 )
 
 // shardHarness drives one shard with hand-made events and keeps the
@@ -361,5 +362,55 @@ func TestShardLatencyFromLatestTransmission(t *testing.T) {
 	}
 	if w.ReadLatency.Max() != 330 || w.AckLatency.Max() != 200 {
 		t.Errorf("window READ, ACK latency max = %v, %v; want 330, 200", w.ReadLatency.Max(), w.AckLatency.Max())
+	}
+}
+
+// TestShardFlushOrder: flush hands over a window's list in canonical
+// order, with each flow's packets, however its record came to be: new at
+// the close, made when the flow moved on to the next window while this one
+// was open, a tally made by a CE mark, or made by a frame late for a
+// window the flow moved on from.
+func TestShardFlushOrder(t *testing.T) {
+	h := newShardHarness(t, 10000)
+	sec := int64(time.Second)
+	rng := rand.New(rand.NewPCG(9, 10))
+	want := map[int64]map[FlowKey]uint64{}
+	const perWindow = 4000
+	for step := range 4 * perWindow {
+		w := int64(step / perWindow)
+		at := w*sec + int64(step%perWindow)*sec/perWindow
+		if w > 0 && step%perWindow < perWindow/10 && rng.IntN(3) == 0 {
+			at -= sec / 2 // late for the window before, which is open still
+		}
+		n := rng.IntN(3000)
+		key := FlowKey{Src: decode.AddrFrom4([4]byte{10, 1, byte(n >> 8), byte(n)}), Dst: hostB, DQP: uint32(n)}
+		var extra uint16
+		if rng.IntN(20) == 0 {
+			extra = evCE
+		}
+		h.send(key.Src, key.Dst, key.DQP, testframes.OpWriteOnly, uint32(step), at, extra)
+		if want[at/sec] == nil {
+			want[at/sec] = map[FlowKey]uint64{}
+		}
+		want[at/sec][key]++
+	}
+	h.sh.closeThrough(allWindows)
+	if len(h.sh.closed) != 4 {
+		t.Fatalf("%d windows closed, want 4", len(h.sh.closed))
+	}
+	for _, w := range h.sh.closed {
+		if !inOrder(w.Flows) {
+			t.Errorf("window %d: the list is not in canonical order", w.Index())
+		}
+		got := map[FlowKey]uint64{}
+		for _, f := range w.Flows {
+			got[f.Key] += f.C[FlowPackets]
+			if f.Hash() != f.Key.Hash(h.cfg.Seed) {
+				t.Fatalf("window %d: %v has hash %#x", w.Index(), f.Key, f.Hash())
+			}
+		}
+		if diff := cmp.Diff(want[w.Index()], got); diff != "" {
+			t.Errorf("window %d: packets per flow (-want +got):\n%s", w.Index(), diff)
+		}
 	}
 }
