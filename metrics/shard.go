@@ -432,12 +432,12 @@ const handleChunk = 32
 // the connection index slots admit reads, then the cold lines the frame
 // will touch: the activity profile's runs when the frame starts one, the
 // window bookkeeping (and the profile, when it has runs there) when it is
-// the flow's first frame in a window, the requests waiting for answers when it waits for one or
-// answers the peer's; for a new flow, the entry of the reverse direction
-// admit pairs it with. Each pass asks for lines that do not depend on each
-// other, so that their misses overlap; then it handles the events in order
-// with their entries in the cache, comparing first the entry the second
-// pass found.
+// the flow's first frame in a window, the requests waiting for answers
+// when it waits for one or answers the peer's; for a new flow, the entry
+// of the reverse direction admit pairs it with. Each pass asks for lines
+// that do not depend on each other, so that their misses overlap; then it
+// handles the events in order with their entries in the cache, comparing
+// first the entry the second pass found.
 func (s *shard) handleChunk(evs []event) {
 	t := s.tab
 	l := &s.lines
