@@ -232,6 +232,10 @@ func (h *hot) extends(s uint16, wire uint32) bool {
 	return s >= r.start && (s <= r.end || n == ActivityRuns && s-r.end < h.minGap)
 }
 
+// coldRuns reports whether the profile has runs in the cold part: more
+// than cur in the first mode, or any in the second.
+func (h *hot) coldRuns() bool { return h.acts > 1 }
+
 // addSlot counts a frame in slot into the flow's activity profile.
 func (h *hot) addSlot(c *cold, slot uint32, ev *event) {
 	s := uint16(slot)
@@ -288,7 +292,7 @@ func (h *hot) takeActivity(c *cold, a *Activity) {
 	case n&actCold != 0:
 		c.act.add(h.cur.run())
 		*a, c.act = c.act, Activity{}
-	case n > 1:
+	case h.coldRuns():
 		*a, c.act = c.act, Activity{}
 		a[n-1] = h.cur.run()
 	case n == 1:

@@ -276,7 +276,7 @@ func (s *shard) recordsAhead(idxs []int32, win *Window) {
 	w, n, room := win.Index(), len(win.Flows), win.Flows[:cap(win.Flows)]
 	for _, idx := range idxs {
 		h := &t.hot[idx]
-		if h.win == w && h.acts > 1 {
+		if h.win == w && h.coldRuns() {
 			l.add(unsafe.Pointer(&t.cold[idx].act))
 		}
 		switch {
@@ -480,7 +480,7 @@ func (s *shard) handleChunk(evs []event) {
 		switch {
 		case h.win != ev.win:
 			l.add(unsafe.Pointer(&c.lastWin)) // the window changes: materialize
-			if h.acts > 1 {
+			if h.coldRuns() {
 				l.add(unsafe.Pointer(&c.act))
 			}
 		case h.acts != 0 && !h.extends(uint16(ev.slot), ev.wire):
@@ -601,7 +601,7 @@ func (s *shard) counters(idx int32, h *hot, c *cold, win *Window, w int64) *Flow
 		if h.win != noWindow {
 			s.materialize(h, c, s.open.get(h.win))
 		}
-		h.win, h.acts = w, 0
+		h.win = w // the profile is empty: materialize took it, or the entry is new
 		c.lastWin = max(c.lastWin, w)
 		s.active[w&1].Append(idx)
 		return nil
