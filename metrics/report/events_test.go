@@ -1,6 +1,9 @@
 package report
 
 import (
+	"math"
+	"math/big"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -426,4 +429,27 @@ func TestReaches(t *testing.T) {
 	if rp.reaches(w, &dstAgg{head: -1}, 1) {
 		t.Error("a destination without flows reaches a threshold")
 	}
+}
+
+// TestDensityBound checks the incast search's cheap bound of a run's
+// density against the density in exact rational arithmetic: at least
+// bytes·2^16/slots, and less than twice it plus one, on runs of every
+// length up to the widest and on byte counts up to 2^47.
+func TestDensityBound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	check := func(r metrics.Run) {
+		t.Helper()
+		exact := new(big.Rat).SetFrac(new(big.Int).Lsh(new(big.Int).SetUint64(r.Bytes), densityShift), big.NewInt(int64(r.End-r.Start)))
+		got := new(big.Rat).SetInt(new(big.Int).SetUint64(densityBound(&r)))
+		limit := new(big.Rat).Add(new(big.Rat).Mul(exact, big.NewRat(2, 1)), big.NewRat(1, 1))
+		if got.Cmp(exact) < 0 || got.Cmp(limit) >= 0 {
+			t.Fatalf("run %+v: bound %v, density %v: want at least the density and less than twice it plus one", r, got, exact.FloatString(3))
+		}
+	}
+	for n := 1; n <= math.MaxUint16; n++ {
+		start := uint16(rng.IntN(math.MaxUint16 - n + 1))
+		check(metrics.Run{Start: start, End: start + uint16(n), Bytes: uint64(1 + rng.IntN(3*n))})
+		check(metrics.Run{Start: start, End: start + uint16(n), Bytes: rng.Uint64N(1 << 47)})
+	}
+	check(metrics.Run{Start: 0, End: 2, Bytes: 3}) // the floor of 3/2 slots: 1, below the density
 }
