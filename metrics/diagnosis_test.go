@@ -545,7 +545,7 @@ func TestHotFold(t *testing.T) {
 			want.Ops.Add(uint8(ev.opcode), 1)
 		}
 		got := tal.tally(&h, &c)
-		h.record(&c, got, 1)
+		h.record(&c, got)
 		if got.C != want.C || got.Ops != want.Ops {
 			t.Fatalf("case %d (%d frames, %d opcodes): counters %v ops %+v, want %v %+v", i, frames, len(ops), got.C, got.Ops, want.C, want.Ops)
 		}

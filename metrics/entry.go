@@ -28,7 +28,9 @@ const hotOps = 7
 // the flow reads and writes: two cache lines, 128 bytes, at a 128-byte
 // boundary, which the processors fetch together. Line 0 holds the key and
 // what every frame counts, line 1 the PSN tracking, the last run of the
-// activity profile and the opcode mix.
+// activity profile, the opcode mix and the flow hash, which the flow's
+// record takes when the window closes and an eviction finds the index
+// slot by, without hashing the key again.
 //
 // Its counters are the flow's counts in window win since the last fold, in
 // narrow fields: a fold adds them to the flow's tally, its record in the
@@ -64,7 +66,7 @@ type hot struct {
 	pmtuMin uint16 // lower bound of the path MTU from ONLY packets, 0 if none
 	sport   uint16
 	ops     opCounts // opcodes since the last fold
-	_       [8]byte  // to the second line's end
+	hash    uint64   // the flow hash of key (FlowKey.Hash), which the index files it by
 }
 
 // cold is the rest of a flow's table entry, 256 bytes, four lines: the
@@ -328,14 +330,14 @@ func (h *hot) fold(f *FlowRecord) {
 // record completes f, the flow's record of window win (its tally, or a
 // new one holding the key alone), with the counts the entry holds since
 // the last fold and its activity, and empties the entry's.
-func (h *hot) record(c *cold, f *FlowRecord, seed uint64) {
+func (h *hot) record(c *cold, f *FlowRecord) {
 	h.takeActivity(c, &f.Act)
 	if c.latN != [2]uint32{} {
 		c.foldLatency(&f.C)
 	}
 	h.flags &^= entTally
 	h.fold(f)
-	h.stamp(f, seed)
+	h.stamp(f)
 }
 
 // Kinds of matched latency, indexes of cold.latN and cold.latSum.
@@ -363,6 +365,6 @@ func (c *cold) foldLatency(to *[numFlowCounters]uint64) {
 
 // stamp sets what a flow record takes from the entry rather than from its
 // frames: the source QP, the UDP source port and the flow hash.
-func (h *hot) stamp(f *FlowRecord, seed uint64) {
-	f.SQP, f.SQPKnown, f.Sport, f.hash = h.sqp, h.flags&entSQPKnown != 0, h.sport, h.key.Hash(seed)
+func (h *hot) stamp(f *FlowRecord) {
+	f.SQP, f.SQPKnown, f.Sport, f.hash = h.sqp, h.flags&entSQPKnown != 0, h.sport, h.hash
 }

@@ -86,7 +86,7 @@ type shard struct {
 func newShard(cfg *Config, capacity int, pool *windowPool) *shard {
 	return &shard{
 		cfg:    cfg,
-		tab:    newTable(capacity, cfg.Seed),
+		tab:    newTable(capacity),
 		high:   noWindow,
 		pool:   pool,
 		lines:  make(lines, 0, 6*handleChunk), // what handleChunk's third pass may ask for at most
@@ -309,7 +309,7 @@ func (s *shard) materialize(h *hot, c *cold, win *Window) {
 	f := s.tally(h, c)
 	c.prevList, c.prevRec = win.list, c.rec
 	h.win = noWindow
-	h.record(c, f, s.cfg.Seed)
+	h.record(c, f)
 }
 
 // tally returns the flow's record in the flow list of the open window
@@ -608,7 +608,7 @@ func (s *shard) counters(idx int32, h *hot, c *cold, win *Window, w int64) *Flow
 	}
 	if c.prevList != win.list {
 		c.prevList, c.prevRec = win.list, int32(len(win.Flows))
-		h.stamp(newFlow(win, &h.key), s.cfg.Seed)
+		h.stamp(newFlow(win, &h.key))
 	}
 	return &win.Flows[c.prevRec]
 }

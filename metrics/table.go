@@ -27,7 +27,6 @@ type table struct {
 	n     int     // slab positions handed out
 	free  []int32 // slab positions of evicted entries, for reuse
 	max   int     // capacity in entries
-	seed  uint64  // of the flow hash
 	used  int     // live entries
 	hand  int     // next slab position victim looks at
 	mem   *tableMem
@@ -47,8 +46,8 @@ func (m *tableMem) free() {
 // freeEntry marks the lastWin of a slab entry that holds no flow.
 const freeEntry = -1 << 63
 
-func newTable(capacity int, seed uint64) *table {
-	t := &table{max: capacity, seed: seed, mem: new(tableMem)}
+func newTable(capacity int) *table {
+	t := &table{max: capacity, mem: new(tableMem)}
 	t.hot, t.mem.hot = makeArray[hot](capacity)
 	t.cold, t.mem.cold = makeArray[cold](capacity)
 	t.index.init(initialSlots, &t.mem.index)
@@ -128,7 +127,7 @@ func (t *table) insert(key *FlowKey, h uint64) int32 {
 	// stack and copied with loads that wait for its stores.
 	e := &t.hot[idx]
 	*e = hot{}
-	e.key, e.win, e.peer = *key, noWindow, -1
+	e.key, e.win, e.peer, e.hash = *key, noWindow, -1, h
 	c := &t.cold[idx]
 	if int(idx) < t.fresh {
 		*c = cold{}
@@ -148,7 +147,7 @@ type entryHashes struct{ flow, conn uint64 }
 // hashesOf returns the hashes of the entry at slab position idx.
 func (t *table) hashesOf(idx int32) entryHashes {
 	e := &t.hot[idx]
-	hs := entryHashes{flow: e.key.Hash(t.seed)}
+	hs := entryHashes{flow: e.hash}
 	if e.sport != 0 {
 		hs.conn = pairHash(&e.key.Src, &e.key.Dst, e.sport)
 	}

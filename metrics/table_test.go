@@ -23,7 +23,7 @@ func testKey(i uint32) FlowKey {
 // twice; and every key still found.
 func TestIndexGrowth(t *testing.T) {
 	const n = 200000
-	tab := newTable(n, 1)
+	tab := newTable(n)
 	var sizes []int
 	for i := range uint32(n) {
 		k := testKey(i)
@@ -51,7 +51,7 @@ func TestIndexGrowth(t *testing.T) {
 // every step against a Go map.
 func TestTableAgainstMap(t *testing.T) {
 	const capacity = 5000
-	tab := newTable(capacity, 1)
+	tab := newTable(capacity)
 	want := make(map[FlowKey]int32)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for step := range 200000 {
@@ -94,7 +94,7 @@ func TestTableAgainstMap(t *testing.T) {
 }
 
 func TestTableVictim(t *testing.T) {
-	tab := newTable(4, 1)
+	tab := newTable(4)
 	keys := []FlowKey{testKey(1), testKey(2), testKey(3), testKey(4)}
 	for i, k := range keys {
 		idx := tab.insert(&k, k.Hash(1))
@@ -175,7 +175,7 @@ func TestEntryLayout(t *testing.T) {
 	}
 	// The arrays start on a 128-byte boundary, so that each hot part is
 	// a pair of lines the processors fetch together.
-	tab := newTable(3, 1)
+	tab := newTable(3)
 	if a := uintptr(unsafe.Pointer(&tab.hot[0])); a%128 != 0 {
 		t.Errorf("hot array at %#x, not on 128 bytes", a)
 	}
@@ -193,7 +193,7 @@ func TestConnsAgainstMap(t *testing.T) {
 		sport    uint16
 	}
 	const capacity = 6000
-	tab := newTable(capacity, 1)
+	tab := newTable(capacity)
 	first := make(map[conn]int32)
 	live := make(map[FlowKey]int32)
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -251,7 +251,7 @@ func TestConnsAgainstMap(t *testing.T) {
 // first from the home slot whose tag (the hash's top 32 bits) matches, past
 // a flow with the same home slot, and none when an empty slot comes first.
 func TestTableProbe(t *testing.T) {
-	tab := newTable(16, 1)
+	tab := newTable(16)
 	k1, k2 := testKey(1), testKey(2)
 	h1, h2 := uint64(0xabc00001)<<32, uint64(0xabc00002)<<32 // one home slot, two tags
 	i1, i2 := tab.insert(&k1, h1), tab.insert(&k2, h2)
@@ -280,7 +280,7 @@ func TestTableProbe(t *testing.T) {
 // slab, finds nothing, and after the position is reused for the same key,
 // that entry.
 func TestLookupAt(t *testing.T) {
-	tab := newTable(16, 1)
+	tab := newTable(16)
 	k1, k2 := testKey(1), testKey(2)
 	h1, h2 := k1.Hash(1), k2.Hash(1)
 	i1, i2 := tab.insert(&k1, h1), tab.insert(&k2, h2)
