@@ -12,11 +12,16 @@
 // each: its rate, its CPU time per frame (user and system, from
 // getrusage), its ratio to the walk's rate, the ratio of its CPU per frame
 // to the baseline's, the ratio of its rate to one worker's (for more
-// workers), its peak resident memory and its minor page faults. The two
-// ratios are of runs of the same round, so that the load of a moment and
-// the drift of the machine fall on both sides alike: the median of the
-// rounds' ratios, and in brackets the lowest and highest, which say how
-// far a figure near a target can be trusted. A contestant's own messages
+// workers), its peak resident memory, its minor page faults and the
+// round trip of a cache line between CPUs 0 and 1 measured right before
+// each run (coreRoundTrip). The two ratios are of runs of the same round,
+// so that the load of a moment and the drift of the machine fall on both
+// sides alike: the median of the rounds' ratios, and in brackets the
+// lowest and highest, which say how far a figure near a target can be
+// trusted. Replays with several workers, whose reader hands every event
+// to another core, get a line of their own with their ratios split by that
+// round trip: a VM's host may run its two vCPUs on cores that share a
+// cache one minute and on cores that do not the next (byPlacement). A contestant's own messages
 // (its standard error) are shown only when it fails. Before the table it
 // names the machine (machine), the first-touch cost of a page measured in
 // its own process as each rocescope run measures it in its own.
@@ -109,6 +114,7 @@ type result struct {
 	cpu     time.Duration // user and system
 	maxRSS  int64         // bytes
 	faults  int64         // minor page faults
+	c2c     time.Duration // core-to-core round trip right before the run (coreRoundTrip)
 }
 
 // contestant is a command measured on a trace.
@@ -215,8 +221,8 @@ func run(ctx context.Context, args []string) error {
 	fmt.Printf("%s\n\n", buildsLine(names, paths))
 	// Fixed columns rather than a tabwriter: each trace's rows are printed
 	// as soon as they are measured, and still line up with the others.
-	const row = "%8v %9v %6v %26v %7v %13v %8v %20v %20v %13v %12v\n"
-	fmt.Printf(row, "conns", "frames", "span", "contestant", "Mpps", "CPU ns/frame", "vs walk", "CPU vs base", "rate vs 1 worker", "peak RSS MiB", "minor faults")
+	const row = "%8v %9v %6v %26v %7v %13v %8v %20v %20v %13v %12v %8v\n"
+	fmt.Printf(row, "conns", "frames", "span", "contestant", "Mpps", "CPU ns/frame", "vs walk", "CPU vs base", "rate vs 1 worker", "peak RSS MiB", "minor faults", "c2c ns")
 	for _, c := range *conns {
 		for _, sh := range shapes {
 			n := sh.frames
@@ -273,7 +279,19 @@ func run(ctx context.Context, args []string) error {
 					vsOne = paired(all[i], all[ct.one], func(a, b result) float64 { return rate(a) / rate(b) })
 				}
 				fmt.Printf(row, c, n, sh.span, ct.name, fmt.Sprintf("%.2f", rate(r)/1e6), fmt.Sprintf("%.0f", perFrame(r)),
-					fmt.Sprintf("%.3f", rate(r)/rate(results[0])), vsBase, vsOne, fmt.Sprintf("%.0f", float64(r.maxRSS)/(1<<20)), r.faults)
+					fmt.Sprintf("%.3f", rate(r)/rate(results[0])), vsBase, vsOne, fmt.Sprintf("%.0f", float64(r.maxRSS)/(1<<20)), r.faults, r.c2c.Nanoseconds())
+			}
+			// Several workers hand events from core to core: their
+			// figures, by where the CPUs were.
+			for i, ct := range list {
+				if ct.one < 0 {
+					continue
+				}
+				line := "rate vs 1 worker " + byPlacement(all[i], all[ct.one], func(a, b result) float64 { return rate(a) / rate(b) })
+				if ct.base >= 0 {
+					line += "; CPU vs base " + byPlacement(all[i], all[ct.base], func(a, b result) float64 { return perFrame(a) / perFrame(b) })
+				}
+				fmt.Printf("%8v %9v %6v %26v   by core-to-core round trip: %s\n", "", "", "", ct.name, line)
 			}
 		}
 	}
@@ -377,10 +395,12 @@ func rounds(ctx context.Context, list []contestant, trace string, settle time.Du
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
+			c2c := coreRoundTrip(c2cPasses)
 			r, err := timed(ctx, append(slices.Clone(ct.args), trace))
 			if err != nil {
 				return nil, err
 			}
+			r.c2c = c2c
 			all[i] = append(all[i], r)
 			ran = true
 		}
@@ -404,9 +424,37 @@ func medians(all [][]result) []result {
 		}
 		med[i] = result{elapsed: time.Duration(m(func(r result) int64 { return int64(r.elapsed) })),
 			cpu:    time.Duration(m(func(r result) int64 { return int64(r.cpu) })),
-			maxRSS: m(func(r result) int64 { return r.maxRSS }), faults: m(func(r result) int64 { return r.faults })}
+			maxRSS: m(func(r result) int64 { return r.maxRSS }), faults: m(func(r result) int64 { return r.faults }),
+			c2c: time.Duration(m(func(r result) int64 { return int64(r.c2c) }))}
 	}
 	return med
+}
+
+// c2cPasses is how many times coreRoundTrip passes the word each way
+// before each run: 2-7 ms on the VM the README names.
+const c2cPasses = 20_000
+
+// nearFar is the core-to-core round trip that tells the runs whose two CPUs
+// shared a last-level cache from those whose did not: on the VM the README
+// names, 56-76 ns against 330-340 ns.
+const nearFar = 150 * time.Nanosecond
+
+// byPlacement returns paired's figure over the rounds in which both runs
+// found the CPUs near each other (a core-to-core round trip under
+// nearFar), and over those in which both found them far, with the number
+// of rounds of each: "near (3) 1.780x (1.75-1.80), far (2) 1.450x
+// (1.40-1.50)".
+func byPlacement(a, b []result, ratio func(a, b result) float64) string {
+	var near, far [2][]result
+	for k := range min(len(a), len(b)) {
+		switch x, y := a[k].c2c, b[k].c2c; {
+		case x < nearFar && y < nearFar:
+			near[0], near[1] = append(near[0], a[k]), append(near[1], b[k])
+		case x >= nearFar && y >= nearFar:
+			far[0], far[1] = append(far[0], a[k]), append(far[1], b[k])
+		}
+	}
+	return fmt.Sprintf("near (%d) %s, far (%d) %s", len(near[0]), paired(near[0], near[1], ratio), len(far[0]), paired(far[0], far[1], ratio))
 }
 
 // median sorts v, at least one value, and returns its median: the middle

@@ -55,3 +55,21 @@ func TestPairedAndMedians(t *testing.T) {
 		t.Errorf("medians = %+v, want cpu 40ms, elapsed 9ms, faults 1", m)
 	}
 }
+
+// TestByPlacement: the rounds split by where both runs found the CPUs; a
+// round whose two runs disagree counts in neither part.
+func TestByPlacement(t *testing.T) {
+	run := func(ms int, c2c time.Duration) result {
+		return result{cpu: time.Duration(ms) * time.Millisecond, c2c: c2c}
+	}
+	near, far := 60*time.Nanosecond, 330*time.Nanosecond
+	a := []result{run(50, near), run(90, far), run(60, near), run(80, far), run(70, near)}
+	b := []result{run(100, near), run(100, far), run(100, near), run(100, far), run(100, far)}
+	ratio := func(a, b result) float64 { return float64(a.cpu) / float64(b.cpu) }
+	if got, want := byPlacement(a, b, ratio), "near (2) 0.550x (0.50-0.60), far (2) 0.850x (0.80-0.90)"; got != want {
+		t.Errorf("byPlacement = %q, want %q", got, want)
+	}
+	if got, want := byPlacement(a[:1], b[:1], ratio), "near (1) 0.500x, far (0) -"; got != want {
+		t.Errorf("byPlacement of one round = %q, want %q", got, want)
+	}
+}
