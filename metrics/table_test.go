@@ -162,6 +162,7 @@ func TestEntryLayout(t *testing.T) {
 		{"peer", unsafe.Offsetof(h.peer), unsafe.Offsetof(h.peer) + 4, 1},
 		{"pmtu", unsafe.Offsetof(h.pmtu), unsafe.Offsetof(h.pmtuMin) + 2, 1},
 		{"opcode mix", unsafe.Offsetof(h.ops), unsafe.Offsetof(h.ops) + unsafe.Sizeof(h.ops), 1},
+		{"hash", unsafe.Offsetof(h.hash), unsafe.Offsetof(h.hash) + 8, 1},
 		{"activity", unsafe.Offsetof(c.act), unsafe.Offsetof(c.act) + unsafe.Sizeof(c.act), 0},
 		{"lastWin", unsafe.Offsetof(c.lastWin), unsafe.Offsetof(c.lastWin) + 8, 1},
 		{"prevList", unsafe.Offsetof(c.prevList), unsafe.Offsetof(c.prevRec) + 4, 1},
