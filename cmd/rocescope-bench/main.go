@@ -21,8 +21,9 @@
 // trusted. Replays with several workers, whose reader hands every event
 // to another core, get a line of their own with their ratios split by that
 // round trip: a VM's host may run its two vCPUs on cores that share a
-// cache one minute and on cores that do not the next (byPlacement). A contestant's own messages
-// (its standard error) are shown only when it fails. Before the table it
+// cache one minute and on cores that do not the next (byPlacement). A
+// contestant's own messages (its standard error) are shown only when it
+// fails. Before the table it
 // names the machine (machine), the first-touch cost of a page measured in
 // its own process as each rocescope run measures it in its own.
 //
@@ -268,15 +269,17 @@ func run(ctx context.Context, args []string) error {
 			}
 			rate := func(r result) float64 { return float64(n) / r.elapsed.Seconds() }
 			perFrame := func(r result) float64 { return float64(r.cpu.Nanoseconds()) / float64(n) }
+			rateRatio := func(a, b result) float64 { return rate(a) / rate(b) }
+			cpuRatio := func(a, b result) float64 { return perFrame(a) / perFrame(b) }
 			results := medians(all)
 			for i, ct := range list {
 				r := results[i]
 				vsBase, vsOne := "-", "-"
 				if ct.base >= 0 {
-					vsBase = paired(all[i], all[ct.base], func(a, b result) float64 { return perFrame(a) / perFrame(b) })
+					vsBase = paired(all[i], all[ct.base], cpuRatio)
 				}
 				if ct.one >= 0 {
-					vsOne = paired(all[i], all[ct.one], func(a, b result) float64 { return rate(a) / rate(b) })
+					vsOne = paired(all[i], all[ct.one], rateRatio)
 				}
 				fmt.Printf(row, c, n, sh.span, ct.name, fmt.Sprintf("%.2f", rate(r)/1e6), fmt.Sprintf("%.0f", perFrame(r)),
 					fmt.Sprintf("%.3f", rate(r)/rate(results[0])), vsBase, vsOne, fmt.Sprintf("%.0f", float64(r.maxRSS)/(1<<20)), r.faults, r.c2c.Nanoseconds())
@@ -287,9 +290,9 @@ func run(ctx context.Context, args []string) error {
 				if ct.one < 0 {
 					continue
 				}
-				line := "rate vs 1 worker " + byPlacement(all[i], all[ct.one], func(a, b result) float64 { return rate(a) / rate(b) })
+				line := "rate vs 1 worker " + byPlacement(all[i], all[ct.one], rateRatio)
 				if ct.base >= 0 {
-					line += "; CPU vs base " + byPlacement(all[i], all[ct.base], func(a, b result) float64 { return perFrame(a) / perFrame(b) })
+					line += "; CPU vs base " + byPlacement(all[i], all[ct.base], cpuRatio)
 				}
 				fmt.Printf("%8v %9v %6v %26v   by core-to-core round trip: %s\n", "", "", "", ct.name, line)
 			}
@@ -431,12 +434,12 @@ func medians(all [][]result) []result {
 }
 
 // c2cPasses is how many times coreRoundTrip passes the word each way
-// before each run: 2-7 ms on the VM the README names.
+// before each run: 1-7 ms on the VM the README names.
 const c2cPasses = 20_000
 
 // nearFar is the core-to-core round trip that tells the runs whose two CPUs
 // shared a last-level cache from those whose did not: on the VM the README
-// names, 56-76 ns against 330-340 ns.
+// names, 50-100 ns against 328-372 ns.
 const nearFar = 150 * time.Nanosecond
 
 // byPlacement returns paired's figure over the rounds in which both runs
