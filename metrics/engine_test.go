@@ -966,10 +966,15 @@ func TestEngineLateFrameOfFlowThatStopped(t *testing.T) {
 // 50 ms, so that the input ends with two windows open (the lateness is
 // 100 ms). Two windows are in flight at a time, but the older takes the
 // memory of the flow list in which the most records were written
-// (Window.swapFlowMem): at the next window's open, and at the end of the
-// input, where the older is emitted before the newer closes. So of the
-// lists' memory in the pool only one was written to a window's 2 000
-// records; no other got a record, as no flow folds early.
+// (Window.swapFlowMem): at the next window's open, and as it closes, where
+// the list is written into the memory written most (sortList), or, at the
+// end of the input, where every flow of the older moved on before it
+// closes, into its own (materializeAll). So of the lists' memory in the
+// pool only one was written to a window's 2 000 records; one other holds
+// the 200 records of the flows that moved on before their window closed
+// (connections 0-199 send in the next window's first 100 ms), which
+// sortList moved out of the way; no other got a record, as no flow folds
+// early.
 func TestEngineOneFullFlowList(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("flow lists live in mapped regions on Linux only")
@@ -1014,8 +1019,9 @@ func TestEngineOneFullFlowList(t *testing.T) {
 		}
 	}
 	slices.Sort(highs)
-	if len(highs) < 2 || highs[len(highs)-1] != conns || highs[len(highs)-2] != 0 {
-		t.Errorf("records written in the pooled flow lists' memory: %v; want one list of %d, the rest 0", highs, conns)
+	const movedOn = conns / 10
+	if n := len(highs); n < 2 || highs[n-1] != conns || highs[n-2] != movedOn || n > 2 && highs[n-3] != 0 {
+		t.Errorf("records written in the pooled flow lists' memory: %v; want one list of %d, one of %d, the rest 0", highs, conns, movedOn)
 	}
 }
 

@@ -218,13 +218,18 @@ func (o *flowOrder) normalize(flows []FlowRecord) []FlowRecord {
 	return flows
 }
 
-// sort is normalize for a list not in canonical order.
-func (o *flowOrder) sort(flows []FlowRecord) []FlowRecord {
-	n := len(flows)
+// items returns the scratch array of sort items, empty, with room for n.
+func (o *flowOrder) items(n int) []sortItem {
 	if o.a == nil {
 		o.a, o.b, o.perm = scratch.NewArray[sortItem](), scratch.NewArray[sortItem](), scratch.NewArray[uint32]()
 	}
-	a := o.a.Resize(n)
+	return o.a.Resize(n)[:0]
+}
+
+// sort is normalize for a list not in canonical order.
+func (o *flowOrder) sort(flows []FlowRecord) []FlowRecord {
+	n := len(flows)
+	a := o.items(n)[:n]
 	for i := range flows {
 		a[i] = sortItem{flows[i].hash, uint32(i)}
 	}

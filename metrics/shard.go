@@ -81,6 +81,7 @@ type shard struct {
 	flows  int                      // flows of the last window closed: what a new one is made room for
 	lists  int64                    // flow lists numbered so far (newList)
 	order  flowOrder                // scratch of the sort of a closing window's flow list
+	spare  *Window                  // never handed over: sortList writes a closing window's list into its list
 }
 
 func newShard(cfg *Config, capacity int, pool *windowPool) *shard {
@@ -91,6 +92,7 @@ func newShard(cfg *Config, capacity int, pool *windowPool) *shard {
 		pool:   pool,
 		lines:  make(lines, 0, 6*handleChunk), // what handleChunk's third pass may ask for at most
 		active: [2]*scratch.Array[int32]{scratch.NewArray[int32](), scratch.NewArray[int32]()},
+		spare:  new(Window),
 	}
 }
 
@@ -216,24 +218,23 @@ func (s *shard) closeThrough(w int64) {
 // serves again.
 func (s *shard) flush(p int64, win *Window, last bool) {
 	w := win.Index()
-	if p >= 0 {
-		s.pool.lendFlowMem(win)
-		for act := s.active[p].Slice(); len(act) > 0; {
-			n := min(len(act), flushAhead)
-			s.entriesAhead(act[:n])
-			s.recordsAhead(act[:n], win)
-			for _, idx := range act[:n] {
-				if h := &s.tab.hot[idx]; h.win == w {
-					s.materialize(h, &s.tab.cold[idx], win)
-				}
-			}
-			act = act[n:]
-		}
-		s.active[p].Resize(0)
-	}
 	// Sorted here, on the worker, a window's lists from several shards
 	// merge in one pass on the collector.
-	win.Flows = s.order.normalize(win.Flows)
+	if p >= 0 {
+		// Most of a window's records are made as it closes, and sortList
+		// writes them in order; where most of its flows moved on before,
+		// their records are listed already, and sorting the list moves
+		// fewer records than sortList would copy.
+		if act := s.active[p].Slice(); 2*len(win.Flows) <= len(act) {
+			s.sortList(act, win)
+		} else {
+			s.materializeAll(act, win)
+			win.Flows = s.order.normalize(win.Flows)
+		}
+		s.active[p].Resize(0)
+	} else {
+		win.Flows = s.order.normalize(win.Flows)
+	}
 	s.flows = len(win.Flows)
 	if 8*s.tab.used > 7*s.tab.max {
 		if last {
@@ -245,11 +246,114 @@ func (s *shard) flush(p int64, win *Window, last bool) {
 	s.closed = append(s.closed, win)
 }
 
-// flushAhead is how many entries flush prefetches at a time: enough for
-// their misses to overlap, few enough that the processor keeps track of
-// all the lines asked for (four of the entry and six of its record each;
-// see handleChunk): with 8, a 1 M-connection replay took 2.4 % less CPU
-// than with 32 on the KVM VM.
+// materializeAll appends to the flow list of win the counts of the flows
+// still counting in it, the entries at act whose window is win's, in the
+// memory of a free list written more (windowPool.lendFlowMem).
+func (s *shard) materializeAll(act []int32, win *Window) {
+	s.pool.lendFlowMem(win)
+	for len(act) > 0 {
+		n := min(len(act), flushAhead)
+		s.entriesAhead(act[:n])
+		s.recordsAhead(act[:n], win)
+		for _, idx := range act[:n] {
+			if h := &s.tab.hot[idx]; h.win == win.Index() {
+				s.materialize(h, &s.tab.cold[idx], win)
+			}
+		}
+		act = act[n:]
+	}
+}
+
+// sortList completes the flow list of win, closing, with the counts of the
+// flows still counting in it, the entries at act whose window is win's,
+// and puts it in canonical order, writing each record once. The entries
+// with a tally complete it in place; the records listed (those tallies,
+// and the records of flows that moved on) and the entries that have none
+// are sorted by flow hash as 16-byte items; then the records are written
+// in that order into the shard's spare list, a listed one copied and an
+// entry's made from its counts, and the spare and win's list swap. Making
+// every entry's record at the end of the list and sorting the list then
+// (materializeAll, normalize) moved each 352-byte record a second time, at
+// random: 3 % more of the replay's CPU with 100 k and 1 M connections on
+// the KVM VM.
+func (s *shard) sortList(act []int32, win *Window) {
+	w := win.Index()
+	t, o := s.tab, &s.order
+	items := o.items(len(act) + len(win.Flows))
+	s.hotAhead(act[:min(len(act), flushAhead)])
+	for len(act) > 0 {
+		n := min(len(act), flushAhead)
+		s.hotAhead(act[n:min(len(act), 2*flushAhead)])
+		for _, idx := range act[:n] {
+			h := &t.hot[idx]
+			switch {
+			case h.win != w: // it moved on: its record is listed
+			case h.flags&entTally != 0:
+				s.materialize(h, &t.cold[idx], win)
+			default:
+				h.win = noWindow
+				items = append(items, sortItem{h.hash, entryItem | uint32(idx)})
+			}
+		}
+		act = act[n:]
+	}
+	// The list is written into the memory in which the most records have
+	// been written: the spare's, a free list's, or win's own, whose
+	// records move into the spare's first.
+	spare := s.spare
+	s.pool.lendFlowMem(spare)
+	if win.flowsWritten() > spare.flowsWritten() {
+		growFlows(spare, len(win.Flows))
+		win.moveFlows(spare)
+	}
+	listed := win.Flows
+	for i := range listed {
+		items = append(items, sortItem{listed[i].hash, uint32(i)})
+	}
+	items = o.radix(items, o.b.Resize(len(items)))
+	repeated := false
+	for i := 1; i < len(items) && !repeated; i++ {
+		repeated = items[i].hash == items[i-1].hash
+	}
+	growFlows(spare, len(items))
+	out := spare.Flows[:len(items)]
+	s.itemsAhead(items[:min(len(items), flushAhead)], listed)
+	for i := 0; i < len(items); i += flushAhead {
+		s.itemsAhead(items[min(len(items), i+flushAhead):min(len(items), i+2*flushAhead)], listed)
+		for k, it := range items[i:min(len(items), i+flushAhead)] {
+			f := &out[i+k]
+			if it.pos&entryItem == 0 {
+				*f = listed[it.pos]
+				continue
+			}
+			idx := it.pos &^ entryItem
+			h, c := &t.hot[idx], &t.cold[idx]
+			*f = FlowRecord{}
+			f.Key = h.key
+			s.recordAt(h, c, win, f, int32(i+k))
+		}
+	}
+	spare.Flows = out
+	win.markWritten()
+	spare.markWritten()
+	win.swapFlows(spare)
+	spare.Flows = spare.Flows[:0]
+	if repeated {
+		// Two flows with one hash, whose order the keys decide, or a
+		// flow listed twice: what sort is for.
+		win.Flows = o.normalize(win.Flows)
+	}
+}
+
+// entryItem marks a sort item of sortList that stands for the entry at a
+// slab position, not for a listed record.
+const entryItem = 1 << 31
+
+// flushAhead is how many entries or records flush asks for at a time:
+// enough for their misses to overlap, few enough that the processor keeps
+// track of all the lines asked for (four of an entry and six of a record
+// each; see handleChunk): with 8, a 1 M-connection replay took 2.4 % less
+// CPU than with 32 on the KVM VM (when materializeAll made every record).
 const flushAhead = 8
 
 // entriesAhead prefetches the lines of the entries at idxs that materialize
@@ -291,6 +395,41 @@ func (s *shard) recordsAhead(idxs []int32, win *Window) {
 	l.fetch()
 }
 
+// hotAhead prefetches the hot lines of the entries at idxs.
+func (s *shard) hotAhead(idxs []int32) {
+	t, l := s.tab, &s.lines
+	for _, idx := range idxs {
+		h := &t.hot[idx]
+		l.add(unsafe.Pointer(h))
+		l.add(unsafe.Pointer(&h.lastReq))
+	}
+	l.fetch()
+}
+
+// itemsAhead prefetches what sortList reads for items: a listed record's
+// lines, or the lines of an entry that recordAt reads: both hot lines, the
+// cold line of the window bookkeeping, the one of the matched latencies
+// and the episode, and the runs of its activity profile when it has some
+// in the cold part.
+func (s *shard) itemsAhead(items []sortItem, listed []FlowRecord) {
+	t, l := s.tab, &s.lines
+	for _, it := range items {
+		if it.pos&entryItem == 0 {
+			l.span(unsafe.Pointer(&listed[it.pos]), unsafe.Sizeof(FlowRecord{}))
+			continue
+		}
+		h, c := &t.hot[it.pos&^entryItem], &t.cold[it.pos&^entryItem]
+		l.add(unsafe.Pointer(h))
+		l.add(unsafe.Pointer(&h.lastReq))
+		l.add(unsafe.Pointer(&c.lastWin))
+		l.add(unsafe.Pointer(&c.latN))
+		if h.coldRuns() {
+			l.add(unsafe.Pointer(&c.act))
+		}
+	}
+	l.fetch()
+}
+
 // drain returns the windows closed since the last drain, oldest first, for
 // the collector. The slice is valid until the next call that closes a
 // window.
@@ -304,10 +443,19 @@ func (s *shard) drain() []*Window {
 // win, the open window they belong to, and empties the entry's current
 // window; it marks the record of a retransmission episode still going on.
 func (s *shard) materialize(h *hot, c *cold, win *Window) {
-	s.endEpisode(h, c, win)
-	c.epAt, c.epN = -1, 0
 	f := s.tally(h, c)
-	c.prevList, c.prevRec = win.list, c.rec
+	s.recordAt(h, c, win, f, c.rec)
+}
+
+// recordAt completes f, the record at position pos of win's flow list, with
+// the counts of the entry (h, c), which it empties, and closes the record
+// of the flow's retransmission episode in win.
+func (s *shard) recordAt(h *hot, c *cold, win *Window, f *FlowRecord, pos int32) {
+	if c.epRecord {
+		s.endEpisode(h, c, win, f)
+	}
+	c.epAt, c.epN = -1, 0
+	c.prevList, c.prevRec = win.list, pos
 	h.win = noWindow
 	h.record(c, f)
 }
@@ -758,8 +906,8 @@ func (s *shard) trackPSN(h *hot, c *cold, late *FlowRecord, win *Window, ev *eve
 	if h.flags&entEpisode != 0 {
 		// A new PSN ends the episode.
 		h.flags &^= entEpisode
-		if h.win != noWindow {
-			s.endEpisode(h, c, s.open.get(h.win))
+		if h.win != noWindow && c.epRecord {
+			s.endEpisode(h, c, s.open.get(h.win), s.tally(h, c))
 		}
 	}
 	h.flags = h.flags&^entSlack | entPSNValid
@@ -854,15 +1002,13 @@ func (s *shard) resent(h *hot, c *cold, win *Window, ev *event) {
 }
 
 // endEpisode completes the record of the flow's retransmission episode in
-// win, the flow's current window, if it has one there: its frames resent,
-// and its last, the flow's last request.
-func (s *shard) endEpisode(h *hot, c *cold, win *Window) {
-	if !c.epRecord {
-		return
-	}
+// win, the flow's current window, which has one there (cold.epRecord): its
+// frames resent, counted in f, the flow's record there, and its last, the
+// flow's last request.
+func (s *shard) endEpisode(h *hot, c *cold, win *Window, f *FlowRecord) {
 	c.epRecord = false
 	rec := &win.Retrans[c.epAt]
-	rec.Resent = uint32(s.tally(h, c).C[FlowRetransmits]) - rec.Resent
+	rec.Resent = uint32(f.C[FlowRetransmits]) - rec.Resent
 	rec.Last = h.lastReq - win.Start
 	rec.Ongoing = h.flags&entEpisode != 0
 }

@@ -302,35 +302,49 @@ func (w *Window) mergeFlowSketches(o *Window) error {
 // instead of growing w's list into pages never touched.
 func (w *Window) mergeShardFlows(o *Window) {
 	if n := len(w.Flows) + len(o.Flows); o.flowMem != nil && o.flowMem.holds(o.Flows) && (len(w.Flows) == 0 || cap(w.Flows) < n && cap(o.Flows) >= n) {
-		mem := w.flowRegion()
-		w.Flows, o.Flows = o.Flows, w.Flows
-		*mem, *o.flowMem = *o.flowMem, *mem
+		w.swapFlows(o)
 	}
 	growFlows(w, len(o.Flows))
 	w.Flows = mergeFlows(w.Flows, o.Flows)
 }
 
+// swapFlows exchanges the flow lists of w and o, with the memory each
+// lives in.
+func (w *Window) swapFlows(o *Window) {
+	a, b := w.flowRegion(), o.flowRegion()
+	*a, *b = *b, *a
+	w.Flows, o.Flows = o.Flows, w.Flows
+}
+
 // swapFlowMem moves the flow records of w into the memory of next's flow
 // list, and gives next w's memory, when more records have been written in
 // next's so far: next is a window just taken from the pool or free in it,
-// whose records are dropped. A window swaps just before it takes the bulk
-// of its records (when the next window opens and its flows move on, and
-// when it closes), so that of the windows in flight only one list's memory
-// grows to a window's flows and the rest stay small: on this kind of VM
-// the first touch of a page costs ~14 µs, 3.5 ms a MiB.
+// whose records are dropped. A list swaps just before it takes the bulk
+// of its records (a window's when the next window opens and its flows move
+// on; when it closes, the shard's spare list its records are written into,
+// or the window's own when most of its flows moved on), so that of the
+// lists in flight only one list's memory grows to a window's flows and the
+// rest stay small: on this kind of VM the first touch of a page costs
+// ~14 µs, 3.5 ms a MiB.
 func (w *Window) swapFlowMem(next *Window) {
 	if next.flowMem == nil || !next.flowMem.holds(next.Flows) {
 		return
 	}
-	mem := w.flowRegion()
-	if next.flowsWritten() <= w.flowsWritten() || cap(next.Flows) < len(w.Flows) {
-		return
+	if next.flowsWritten() > w.flowsWritten() && cap(next.Flows) >= len(w.Flows) {
+		w.moveFlows(next)
 	}
+}
+
+// moveFlows moves the flow records of w into the memory of to's flow list,
+// which has room for them, and gives to w's memory, its list emptied (to's
+// records are dropped).
+func (w *Window) moveFlows(to *Window) {
 	w.markWritten()
-	next.markWritten()
-	moved := append(next.Flows[:0], w.Flows...)
-	w.Flows, next.Flows = moved, w.Flows[:0]
-	*mem, *next.flowMem = *next.flowMem, *mem
+	to.markWritten()
+	moved := append(to.Flows[:0], w.Flows...)
+	w.Flows, to.Flows = moved, w.Flows[:0]
+	a, b := w.flowRegion(), to.flowRegion()
+	*a, *b = *b, *a
 }
 
 // flowsWritten returns how many records have been written in the memory
