@@ -16,6 +16,7 @@ const (
 	entEpisode // a retransmission episode is going on
 	entTally   // the flow's record in window win's list (at cold.rec) holds counts: its tally
 	entSlack   // the next request may skip cold.slack PSNs without a gap
+	entLat     // the cold part holds latencies matched in window win (cold.latN)
 )
 
 // hotOps is how many opcodes the hot part of an entry counts apart: the
@@ -332,10 +333,10 @@ func (h *hot) fold(f *FlowRecord) {
 // the last fold and its activity, and empties the entry's.
 func (h *hot) record(c *cold, f *FlowRecord) {
 	h.takeActivity(c, &f.Act)
-	if c.latN != [2]uint32{} {
+	if h.flags&entLat != 0 {
 		c.foldLatency(&f.C)
 	}
-	h.flags &^= entTally
+	h.flags &^= entTally | entLat
 	h.fold(f)
 	h.stamp(f)
 }

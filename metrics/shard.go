@@ -317,20 +317,28 @@ func (s *shard) sortList(act []int32, win *Window) {
 	}
 	growFlows(spare, len(items))
 	out := spare.Flows[:len(items)]
-	s.itemsAhead(items[:min(len(items), flushAhead)], listed)
+	group := func(i int) []sortItem { return items[min(len(items), i):min(len(items), i+flushAhead)] }
+	s.itemsAhead(group(0), listed)
+	s.itemsAhead(group(flushAhead), listed)
+	s.coldAhead(group(0))
 	for i := 0; i < len(items); i += flushAhead {
-		s.itemsAhead(items[min(len(items), i+flushAhead):min(len(items), i+2*flushAhead)], listed)
-		for k, it := range items[i:min(len(items), i+flushAhead)] {
+		s.itemsAhead(group(i+2*flushAhead), listed)
+		s.coldAhead(group(i + flushAhead))
+		for k, it := range group(i) {
 			f := &out[i+k]
 			if it.pos&entryItem == 0 {
 				*f = listed[it.pos]
 				continue
 			}
+			// An entry without a tally had no retransmission episode
+			// in the window (resent makes the tally), and its list is
+			// closing: no late frame will look for its record there.
+			// Only its hot part, its runs and its latencies are read.
 			idx := it.pos &^ entryItem
-			h, c := &t.hot[idx], &t.cold[idx]
+			h := &t.hot[idx]
 			*f = FlowRecord{}
 			f.Key = h.key
-			s.recordAt(h, c, win, f, int32(i+k))
+			h.record(&t.cold[idx], f)
 		}
 	}
 	spare.Flows = out
@@ -406,11 +414,8 @@ func (s *shard) hotAhead(idxs []int32) {
 	l.fetch()
 }
 
-// itemsAhead prefetches what sortList reads for items: a listed record's
-// lines, or the lines of an entry that recordAt reads: both hot lines, the
-// cold line of the window bookkeeping, the one of the matched latencies
-// and the episode, and the runs of its activity profile when it has some
-// in the cold part.
+// itemsAhead prefetches what sortList reads for items, two groups ahead: a
+// listed record's lines, or an entry's hot lines.
 func (s *shard) itemsAhead(items []sortItem, listed []FlowRecord) {
 	t, l := s.tab, &s.lines
 	for _, it := range items {
@@ -418,13 +423,30 @@ func (s *shard) itemsAhead(items []sortItem, listed []FlowRecord) {
 			l.span(unsafe.Pointer(&listed[it.pos]), unsafe.Sizeof(FlowRecord{}))
 			continue
 		}
-		h, c := &t.hot[it.pos&^entryItem], &t.cold[it.pos&^entryItem]
+		h := &t.hot[it.pos&^entryItem]
 		l.add(unsafe.Pointer(h))
 		l.add(unsafe.Pointer(&h.lastReq))
-		l.add(unsafe.Pointer(&c.lastWin))
-		l.add(unsafe.Pointer(&c.latN))
+	}
+	l.fetch()
+}
+
+// coldAhead prefetches the cold lines that the entries among items have
+// counts of their window in, a group ahead: the runs of their activity
+// profiles and their matched latencies. Their hot parts, which tell, were
+// asked for a group before (reading them right after asking waited on
+// every one).
+func (s *shard) coldAhead(items []sortItem) {
+	t, l := s.tab, &s.lines
+	for _, it := range items {
+		if it.pos&entryItem == 0 {
+			continue
+		}
+		h, c := &t.hot[it.pos&^entryItem], &t.cold[it.pos&^entryItem]
 		if h.coldRuns() {
 			l.add(unsafe.Pointer(&c.act))
+		}
+		if h.flags&entLat != 0 {
+			l.add(unsafe.Pointer(&c.latN))
 		}
 	}
 	l.fetch()
@@ -444,18 +466,11 @@ func (s *shard) drain() []*Window {
 // window; it marks the record of a retransmission episode still going on.
 func (s *shard) materialize(h *hot, c *cold, win *Window) {
 	f := s.tally(h, c)
-	s.recordAt(h, c, win, f, c.rec)
-}
-
-// recordAt completes f, the record at position pos of win's flow list, with
-// the counts of the entry (h, c), which it empties, and closes the record
-// of the flow's retransmission episode in win.
-func (s *shard) recordAt(h *hot, c *cold, win *Window, f *FlowRecord, pos int32) {
 	if c.epRecord {
 		s.endEpisode(h, c, win, f)
 	}
 	c.epAt, c.epN = -1, 0
-	c.prevList, c.prevRec = win.list, pos
+	c.prevList, c.prevRec = win.list, c.rec
 	h.win = noWindow
 	h.record(c, f)
 }
@@ -774,6 +789,7 @@ func (s *shard) latency(idx int32, win *Window, w int64, kind int, lat uint64) {
 		}
 		c.latN[kind]++
 		c.latSum[kind] += lat
+		h.flags |= entLat
 	case c.prevList == win.list:
 		r := &win.Flows[c.prevRec].C
 		r[latCounters[kind][0]]++
