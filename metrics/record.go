@@ -3,6 +3,7 @@ package metrics
 import (
 	"bytes"
 	"cmp"
+	"math/bits"
 	"slices"
 	"unsafe"
 
@@ -316,41 +317,69 @@ func mergeFlows(a, b []FlowRecord) []FlowRecord {
 	return out
 }
 
-// radix sorts a by hash, least significant 16 bits first, skipping the
-// digits every item shares, with b of a's length as the other half, and
-// returns the sorted slice (a or b).
+// radix sorts a by hash, keeping the input order of equal hashes, with b
+// of a's length as the other half, and returns the sorted slice (a or b).
+// One pass deals the items into buckets by the top bits of their hashes,
+// one to two items a bucket, as a flow hash is uniform, and an insertion
+// sort then orders each bucket where it is: each item is written at random
+// once. Sorting 16 bits at a time, least significant first, wrote each
+// four times: 17.0 ns an item against 10.3 (BenchmarkRadix, on the KVM
+// VM); with four items a bucket, 11.2.
 func (o *flowOrder) radix(a, b []sortItem) []sortItem {
-	src, dst := a, b
-	if len(src) < 256 {
-		slices.SortFunc(src, func(x, y sortItem) int { return cmp.Compare(x.hash, y.hash) })
-		return src
+	n := len(a)
+	if n < 256 {
+		slices.SortStableFunc(a, byHash)
+		return a
 	}
-	if len(o.count) < 1<<16 {
-		o.count = make([]uint32, 1<<16)
+	k := min(max(bits.Len(uint(n)), 8), maxBucketBits)
+	shift := 64 - k
+	if len(o.count) < 1<<k {
+		o.count = make([]uint32, 1<<k)
 	}
-	count := o.count
-	for shift := uint(0); shift < 64; shift += 16 {
-		clear(count)
-		for _, it := range src {
-			count[uint16(it.hash>>shift)]++
-		}
-		if count[uint16(src[0].hash>>shift)] == uint32(len(src)) {
-			continue // every item has this digit
-		}
-		var sum uint32
-		for d, c := range count {
-			count[d] = sum
-			sum += c
-		}
-		for _, it := range src {
-			d := uint16(it.hash >> shift)
-			dst[count[d]] = it
-			count[d]++
-		}
-		src, dst = dst, src
+	count := o.count[:1<<k]
+	clear(count)
+	for _, it := range a {
+		count[it.hash>>shift]++
 	}
-	return src
+	var sum uint32
+	for d, c := range count {
+		count[d] = sum
+		sum += c
+	}
+	for _, it := range a {
+		d := it.hash >> shift
+		b[count[d]] = it
+		count[d]++
+	}
+	start := uint32(0)
+	for _, end := range count { // the end of each bucket now
+		switch bucket := b[start:end]; {
+		case len(bucket) > maxInsertion:
+			// Hashes that are not uniform, as a test's.
+			slices.SortStableFunc(bucket, byHash)
+		case len(bucket) > 1:
+			for i := 1; i < len(bucket); i++ {
+				it, j := bucket[i], i
+				for ; j > 0 && bucket[j-1].hash > it.hash; j-- {
+					bucket[j] = bucket[j-1]
+				}
+				bucket[j] = it
+			}
+		}
+		start = end
+	}
+	return b
 }
+
+// Bounds of radix: the bits of the hash it deals buckets by at most (a
+// count array of 1 MiB), and the longest bucket it sorts by insertion.
+const (
+	maxBucketBits = 18
+	maxInsertion  = 32
+)
+
+// byHash compares sort items by hash.
+func byHash(x, y sortItem) int { return cmp.Compare(x.hash, y.hash) }
 
 // permute moves the records of flows so that position i holds the record
 // that was at perm[i], following each cycle of the permutation once. It
