@@ -18,6 +18,12 @@ func (l *lines) span(p unsafe.Pointer, size uintptr) {
 	}
 }
 
+// hot adds both lines of the hot part h of an entry (see hot).
+func (l *lines) hot(h *hot) {
+	l.add(unsafe.Pointer(h))
+	l.add(unsafe.Pointer(&h.lastReq))
+}
+
 // fetch asks for the lines and empties l.
 func (l *lines) fetch() {
 	prefetch(*l)

@@ -342,10 +342,7 @@ func (s *shard) sortList(act []int32, win *Window) {
 		}
 	}
 	spare.Flows = out
-	win.markWritten()
-	spare.markWritten()
-	win.swapFlows(spare)
-	spare.Flows = spare.Flows[:0]
+	win.takeFlows(spare)
 	if repeated {
 		// Two flows with one hash, whose order the keys decide, or a
 		// flow listed twice: what sort is for.
@@ -371,8 +368,7 @@ func (s *shard) entriesAhead(idxs []int32) {
 	t, l := s.tab, &s.lines
 	for _, idx := range idxs {
 		h, c := &t.hot[idx], &t.cold[idx]
-		l.add(unsafe.Pointer(h))
-		l.add(unsafe.Pointer(&h.lastReq))
+		l.hot(h)
 		l.add(unsafe.Pointer(&c.lastWin))
 		l.add(unsafe.Pointer(&c.latN))
 	}
@@ -407,9 +403,7 @@ func (s *shard) recordsAhead(idxs []int32, win *Window) {
 func (s *shard) hotAhead(idxs []int32) {
 	t, l := s.tab, &s.lines
 	for _, idx := range idxs {
-		h := &t.hot[idx]
-		l.add(unsafe.Pointer(h))
-		l.add(unsafe.Pointer(&h.lastReq))
+		l.hot(&t.hot[idx])
 	}
 	l.fetch()
 }
@@ -423,9 +417,7 @@ func (s *shard) itemsAhead(items []sortItem, listed []FlowRecord) {
 			l.span(unsafe.Pointer(&listed[it.pos]), unsafe.Sizeof(FlowRecord{}))
 			continue
 		}
-		h := &t.hot[it.pos&^entryItem]
-		l.add(unsafe.Pointer(h))
-		l.add(unsafe.Pointer(&h.lastReq))
+		l.hot(&t.hot[it.pos&^entryItem])
 	}
 	l.fetch()
 }
@@ -616,9 +608,7 @@ func (s *shard) handleChunk(evs []event) {
 		ahead[i] = idx
 		switch {
 		case idx != 0:
-			h := &t.hot[idx-1]
-			l.add(unsafe.Pointer(h))          // line 0
-			l.add(unsafe.Pointer(&h.lastReq)) // line 1
+			l.hot(&t.hot[idx-1])
 		case evs[i].sport != 0:
 			// A new flow: admit pairs it.
 			s.pairs[i] = newConnHashes(&evs[i].key, evs[i].sport)
@@ -633,8 +623,7 @@ func (s *shard) handleChunk(evs []event) {
 				// A new flow: admit reads the reverse direction's
 				// entry when it pairs them.
 				if j := t.conns.probe(s.pairs[i].rev); j != 0 {
-					l.add(unsafe.Pointer(&t.hot[j-1]))
-					l.add(unsafe.Pointer(&t.hot[j-1].lastReq))
+					l.hot(&t.hot[j-1])
 				}
 			}
 			continue

@@ -339,12 +339,19 @@ func (w *Window) swapFlowMem(next *Window) {
 // which has room for them, and gives to w's memory, its list emptied (to's
 // records are dropped).
 func (w *Window) moveFlows(to *Window) {
+	to.markWritten() // its records' count, before they are dropped
+	to.Flows = append(to.Flows[:0], w.Flows...)
+	w.takeFlows(to)
+}
+
+// takeFlows gives w the flow list of o with the memory it lives in, and o
+// w's memory, its list emptied (w's records are dropped), each memory's
+// mark keeping the records written in it.
+func (w *Window) takeFlows(o *Window) {
 	w.markWritten()
-	to.markWritten()
-	moved := append(to.Flows[:0], w.Flows...)
-	w.Flows, to.Flows = moved, w.Flows[:0]
-	a, b := w.flowRegion(), to.flowRegion()
-	*a, *b = *b, *a
+	o.markWritten()
+	w.swapFlows(o)
+	o.Flows = o.Flows[:0]
 }
 
 // flowsWritten returns how many records have been written in the memory
