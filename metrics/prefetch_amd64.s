@@ -16,30 +16,3 @@ loop:
 
 done:
 	RET
-
-// func prefetchWrite(addr uintptr)
-// PREFETCHW is 0F 0D /1.
-TEXT ·prefetchWrite(SB), NOSPLIT, $0-8
-	MOVQ      addr+0(FP), AX
-	BYTE $0x0F; BYTE $0x0D; BYTE $0x08             // PREFETCHW (AX)
-	BYTE $0x0F; BYTE $0x0D; BYTE $0x48; BYTE $0x40 // PREFETCHW 64(AX)
-	RET
-
-// func cpuPrefetchWrite() bool
-// CPUID leaf 0x80000001 ECX bit 8: PREFETCHW.
-TEXT ·cpuPrefetchWrite(SB), NOSPLIT, $0-1
-	MOVL  $0x80000000, AX
-	CPUID
-	CMPL  AX, $0x80000001
-	JB    none
-	MOVL  $0x80000001, AX
-	XORL  CX, CX
-	CPUID
-	SHRL  $8, CX
-	ANDL  $1, CX
-	MOVB  CX, ret+0(FP)
-	RET
-
-none:
-	MOVB $0, ret+0(FP)
-	RET
