@@ -195,7 +195,7 @@ const closeGrace = time.Second
 // runInline runs one reader, one shard and the collector on this goroutine.
 func (e *Engine) runInline(ctx context.Context, f *feed, emit func(*Window) error, cancel context.CancelFunc) error {
 	coll := newCollector(&e.cfg, e.pool, 1, 1, emit, cancel)
-	out := &inlineOutput{sh: e.shard(0), coll: coll, evs: make([]event, 0, batchSize)}
+	out := &inlineOutput{sh: e.shard(0, false), coll: coll, evs: make([]event, 0, batchSize)}
 	r := newReader(&e.cfg, out)
 	err := e.read(ctx, f, r)
 	r.closeThrough(allWindows)
@@ -277,15 +277,18 @@ func (o *inlineOutput) close(through int64) {
 
 // shard returns the k-th shard for a run, empty but with the memory of an
 // earlier run's when there was one: a QP table of a million flows is half a
-// gigabyte of pages.
-func (e *Engine) shard(k int) *shard {
+// gigabyte of pages. streamed says whether readers on other goroutines
+// hand it its events (runPool).
+func (e *Engine) shard(k int, streamed bool) *shard {
+	var sh *shard
 	if k < len(e.shards) {
-		sh := e.shards[k]
+		sh = e.shards[k]
 		sh.reset()
-		return sh
+	} else {
+		sh = newShard(&e.cfg, max(1, e.cfg.TableSize/e.cfg.Workers), e.pool)
+		e.shards = append(e.shards, sh)
 	}
-	sh := newShard(&e.cfg, max(1, e.cfg.TableSize/e.cfg.Workers), e.pool)
-	e.shards = append(e.shards, sh)
+	sh.streamed = streamed
 	return sh
 }
 
@@ -395,7 +398,7 @@ func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) 
 		for range cap(room[k]) {
 			room[k] <- struct{}{}
 		}
-		sh := e.shard(k)
+		sh := e.shard(k, true)
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
