@@ -577,11 +577,11 @@ func (o *poolOutput) send(k int) {
 // batch's lines were read last on the worker's core, and a store into one
 // waits for the line to come back, whose round trip between the vCPUs of
 // the KVM VM is 60-80 ns when they share a cache and 310-380 ns when they
-// do not. There the reader's stores filled the store buffer and stalled it
-// (perf put a fifth of reader.count's samples on the event's first store)
-// when it asked for the lines 8 or 24 events ahead (PREFETCHW); streaming
-// stores write them without fetching them (two workers at 100 k
-// connections, 12 M frames: 8 % less CPU with the vCPUs apart, 0-2 % more
+// do not. With the vCPUs apart the reader's stores filled the store buffer
+// (perf put a fifth of reader.count's samples on the event's first store),
+// also when it asked for the lines 8 or 24 events ahead (PREFETCHW);
+// streaming stores write them without fetching them (two workers at 100 k
+// connections, 12 M frames: 8 % less CPU with the vCPUs apart, within 2 %
 // with them together).
 func (o *poolOutput) event(src, dst *decode.Addr, sport uint16) *event {
 	o.commit()
