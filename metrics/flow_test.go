@@ -338,6 +338,35 @@ func TestMergeShardFlowsTakesList(t *testing.T) {
 	}
 }
 
+// TestMergeShardFlowsGrowsLarger checks that a merge for which neither
+// list has room grows the larger list's memory, not the smaller one's:
+// the records beyond what a list held before go to pages never touched.
+func TestMergeShardFlowsGrowsLarger(t *testing.T) {
+	w, v := &Window{}, &Window{}
+	growFlows(w, 100)
+	growFlows(v, 3000)
+	for i := range 60 {
+		newFlow(w, &FlowKey{DQP: uint32(2 * i)})
+	}
+	for i := range 2990 {
+		newFlow(v, &FlowKey{DQP: uint32(2*i + 1)})
+	}
+	if !v.flowMem.holds(v.Flows) || !w.flowMem.holds(w.Flows) {
+		t.Skip("flow lists are not in regions of their own on this platform")
+	}
+	var o flowOrder
+	w.Flows, v.Flows = o.normalize(w.Flows), o.normalize(v.Flows)
+	small, large := cap(w.Flows), cap(v.Flows)
+	w.mergeShardFlows(v)
+	if len(w.Flows) != 3050 || !inOrder(w.Flows) {
+		t.Fatalf("merged %d records, in order %v; want 3050 in order", len(w.Flows), inOrder(w.Flows))
+	}
+	// The other window is left the list the merge did not grow.
+	if cap(v.Flows) != small {
+		t.Errorf("the merge grew the list of room for %d records, not the one of room for %d", small, large)
+	}
+}
+
 // TestNormalizeMergesRepeats checks normalize on shuffled lists long enough
 // for the radix sort, with hashes shared by different flows and flows
 // listed several times (or not), against an independent result: records

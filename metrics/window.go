@@ -296,12 +296,15 @@ func (w *Window) mergeFlowSketches(o *Window) error {
 // mergeShardFlows merges the flow list of o, a window of another shard, into
 // w's: two normalized lists make a normalized one (mergeFlows). When w's
 // list is empty (the first shard's window, and the only one with one
-// worker), or when only o's list has room for both, the two swap lists
-// first, which the result does not depend on: an empty list takes o's
-// without a record copied, and a merge writes into memory used before
-// instead of growing w's list into pages never touched.
+// worker), or when w's list has no room for both and o's has more, the two
+// swap lists first, which the result does not depend on: an empty list
+// takes o's without a record copied, and a merge writes into memory used
+// before, growing the larger list into pages never touched only by what
+// neither holds (two workers at 100 k connections, 12 M frames: a merge
+// whose lists had room for 51 922 and 103 322 of 103 936 records grew the
+// smaller one, 4 496 page faults; the larger one, 53 pages).
 func (w *Window) mergeShardFlows(o *Window) {
-	if n := len(w.Flows) + len(o.Flows); o.flowMem != nil && o.flowMem.holds(o.Flows) && (len(w.Flows) == 0 || cap(w.Flows) < n && cap(o.Flows) >= n) {
+	if n := len(w.Flows) + len(o.Flows); o.flowMem != nil && o.flowMem.holds(o.Flows) && (len(w.Flows) == 0 || cap(w.Flows) < n && cap(o.Flows) > cap(w.Flows)) {
 		w.swapFlows(o)
 	}
 	growFlows(w, len(o.Flows))
