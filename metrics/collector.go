@@ -235,6 +235,16 @@ func (p *windowPool) lendFlowMem(w *Window) {
 	}
 }
 
+// releaseFlowMem returns the flow list memory of the free windows to the
+// kernel; a window taken after maps its list anew.
+func (p *windowPool) releaseFlowMem() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range p.free {
+		w.releaseFlows()
+	}
+}
+
 // put gives w back; it is dropped when the pool is full. Its flow sketches
 // are reset and kept apart, for the next window that counts into them.
 func (p *windowPool) put(w *Window) {

@@ -378,11 +378,15 @@ func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) 
 	room := make([]chan struct{}, n)
 	marked := make([]chan struct{}, n)
 	mem := make([]*batchMem, n)
-	defer func() {
-		for _, m := range mem {
-			m.free() // every goroutine of the run is done with its batches
-		}
-	}()
+	// Each worker, once its last window went to the collector, returns
+	// the memory only it uses to the kernel (its table, its spare list,
+	// its batches: the readers are done), and the last one the flow lists
+	// of the pool's free windows, in parallel with the collector's work on
+	// the last window rather than by the process alone at exit: two
+	// workers at 1 M connections, 2 M frames, left 77 MiB of 227 to the
+	// exit, whose unmapping took 6-7 ms instead of 19-20.
+	var running atomic.Int32
+	running.Store(int32(n))
 	var workers sync.WaitGroup
 	for k := range n {
 		in[k] = make(chan *batch, inQueue)
@@ -403,6 +407,11 @@ func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) 
 		go func() {
 			defer workers.Done()
 			sh.run(k, len(feeds), in[k], free[k], marked[k], msgs)
+			sh.release()
+			mem[k].free()
+			if running.Add(-1) == 0 {
+				e.pool.releaseFlowMem()
+			}
 		}()
 	}
 

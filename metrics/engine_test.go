@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rocescope/rocescope/capture"
+	"github.com/rocescope/rocescope/capture/synth"
 	"github.com/rocescope/rocescope/decode"
 	"github.com/rocescope/rocescope/internal/testframes"
 	"github.com/rocescope/rocescope/sketch"
@@ -1057,5 +1058,64 @@ func TestPoolLendsMostWrittenList(t *testing.T) {
 	}
 	if got := last.flowsWritten(); got != 5 || len(last.Flows) != 0 {
 		t.Errorf("free window after lendFlowMem: %d written, %d listed; want 5, 0", got, len(last.Flows))
+	}
+}
+
+// TestEngineReleasesWorkerMemory checks that a run of two workers ends
+// with the memory no window still needs returned to the kernel (each
+// worker's table and spare list, the flow lists of the pool's free
+// windows but the last window's), and that a second run of the engine, which maps it anew,
+// gives the windows the first gave.
+func TestEngineReleasesWorkerMemory(t *testing.T) {
+	e, err := New(&Config{Workers: 2, Host: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func() (states [][]byte) {
+		src, err := synth.New(&synth.Config{Seed: 3, Packets: 40000, Flows: 3000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = e.Run(context.Background(), []capture.Source{src}, func(w *Window) error {
+			b, err := w.AppendBinary(nil)
+			states = append(states, b)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return states
+	}
+	first := run()
+	if len(first) < 3 {
+		t.Fatalf("%d windows, want at least 3", len(first))
+	}
+	for k, sh := range e.shards {
+		if sh.tab.hot != nil {
+			t.Errorf("worker %d: table not released", k)
+		}
+		if len(sh.spare.Flows) != 0 || sh.spare.flowsWritten() != 0 {
+			t.Errorf("worker %d: spare list of %d records, %d written, not released", k, len(sh.spare.Flows), sh.spare.flowsWritten())
+		}
+	}
+	// The last window and the shard window merged into it come back to
+	// the pool after the workers released the lists of the others.
+	held := 0
+	for _, w := range e.pool.free {
+		if w.flowsWritten() > 0 {
+			held++
+		}
+	}
+	if len(e.pool.free) < 3 || held > 2 {
+		t.Errorf("%d of the pool's %d free windows hold flow list memory, want 2 at most", held, len(e.pool.free))
+	}
+	second := run()
+	if len(second) != len(first) {
+		t.Fatalf("second run: %d windows, first %d", len(second), len(first))
+	}
+	for i := range first {
+		if !bytes.Equal(first[i], second[i]) {
+			t.Errorf("window %d: second run's state differs from the first's", i)
+		}
 	}
 }

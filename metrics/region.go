@@ -21,8 +21,9 @@ func makeArray[T any](n int) ([]T, region) {
 	return a, region{mem: m}
 }
 
-// free returns the region's memory to the kernel.
-func (r region) free() { r.mem.Free() }
+// free returns the region's memory to the kernel; r holds none after, so
+// that a second free does nothing.
+func (r *region) free() { r.mem.Free() }
 
 // holds reports whether the array a lives in r.
 func (r *region) holds(a []FlowRecord) bool { return mapped.Holds(&r.mem, a) }

@@ -112,6 +112,14 @@ func (s *shard) reset() {
 	s.closed = s.closed[:0]
 }
 
+// release returns the memory only s uses to the kernel, its table and its
+// spare list, once its last window went to the collector; a reset maps
+// them anew.
+func (s *shard) release() {
+	s.tab.release()
+	s.spare.releaseFlows()
+}
+
 // window returns the open window for index w, opening it (and closing the
 // windows too old to stay open beside it when w is new) when it is the
 // newest or the one before. With one reader the reader's close marks keep

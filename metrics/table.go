@@ -48,16 +48,33 @@ const freeEntry = -1 << 63
 
 func newTable(capacity int) *table {
 	t := &table{max: capacity, mem: new(tableMem)}
-	t.hot, t.mem.hot = makeArray[hot](capacity)
-	t.cold, t.mem.cold = makeArray[cold](capacity)
-	t.index.init(initialSlots, &t.mem.index)
-	t.conns.init(initialSlots, &t.mem.conns)
+	t.alloc()
 	runtime.AddCleanup(t, (*tableMem).free, t.mem)
 	return t
 }
 
-// reset empties t, keeping its memory.
+// alloc maps t's arrays.
+func (t *table) alloc() {
+	t.hot, t.mem.hot = makeArray[hot](t.max)
+	t.cold, t.mem.cold = makeArray[cold](t.max)
+	t.index.init(initialSlots, &t.mem.index)
+	t.conns.init(initialSlots, &t.mem.conns)
+}
+
+// release returns t's memory to the kernel; t holds no flow after, and a
+// reset maps its arrays anew.
+func (t *table) release() {
+	t.mem.free()
+	*t = table{max: t.max, mem: t.mem, free: t.free[:0]}
+}
+
+// reset empties t, keeping its memory, or mapping it anew after a
+// release.
 func (t *table) reset() {
+	if t.hot == nil {
+		t.alloc()
+		return
+	}
 	clear(t.slots)
 	clear(t.conns.slots)
 	t.conns.n = 0

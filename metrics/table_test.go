@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/mapped"
 )
 
 func testKey(i uint32) FlowKey {
@@ -308,5 +309,47 @@ func TestLookupAt(t *testing.T) {
 	}
 	if got := tab.lookupAt(uint32(i1)+1, &k1, h1); got != i1 {
 		t.Errorf("lookupAt(the reused entry, its key) = %d, want %d", got, i1)
+	}
+}
+
+// TestTableRelease checks that a released table holds no memory, that a
+// second release does nothing, and that a reset makes it a working empty
+// table again: the engine releases its workers' tables at the end of a
+// segment and resets them for the next one.
+func TestTableRelease(t *testing.T) {
+	const capacity = 3000
+	tab := newTable(capacity)
+	for i := range uint32(2000) {
+		k := testKey(i)
+		tab.insert(&k, k.Hash(1))
+	}
+	hot, cold, slots, conns := tab.hot, tab.cold, tab.slots, tab.conns.slots
+	tab.release()
+	m := tab.mem
+	if mapped.Holds(&m.hot.mem, hot) || mapped.Holds(&m.cold.mem, cold) || mapped.Holds(&m.index.mem, slots) || mapped.Holds(&m.conns.mem, conns) {
+		t.Error("released table still holds memory")
+	}
+	if tab.hot != nil || tab.cold != nil || tab.slots != nil || tab.used != 0 || tab.n != 0 {
+		t.Errorf("released table: %d hot, %d cold, %d slots, used %d, n %d; want none", len(tab.hot), len(tab.cold), len(tab.slots), tab.used, tab.n)
+	}
+	tab.release() // nothing left to unmap
+	tab.reset()
+	if len(tab.hot) != capacity || len(tab.cold) != capacity {
+		t.Fatalf("reset after release: %d hot, %d cold entries, want %d", len(tab.hot), len(tab.cold), capacity)
+	}
+	for i := range uint32(2000) {
+		k := testKey(i)
+		if got := tab.lookup(&k, k.Hash(1)); got != -1 {
+			t.Fatalf("reset table finds %v at %d", k, got)
+		}
+	}
+	for i := range uint32(capacity) {
+		k := testKey(i)
+		if idx := tab.insert(&k, k.Hash(1)); tab.lookup(&k, k.Hash(1)) != idx || tab.hot[idx].key != k {
+			t.Fatalf("reset table: %v inserted at %d, not found there", k, idx)
+		}
+	}
+	if !tab.full() {
+		t.Errorf("reset table not full with %d flows", capacity)
 	}
 }

@@ -166,7 +166,7 @@ func newMappedCountMin(cfg sketch.CountMinConfig) (*sketch.CountMin, error) {
 		mem.free()
 		return nil, fmt.Errorf("metrics: count-min sketch: %w", err)
 	}
-	runtime.AddCleanup(c, region.free, mem)
+	runtime.AddCleanup(c, (*region).free, &mem)
 	return c, nil
 }
 
@@ -373,6 +373,16 @@ func (w *Window) flowsWritten() int {
 func (w *Window) markWritten() {
 	if w.flowMem != nil {
 		w.flowMem.high = w.flowsWritten()
+	}
+}
+
+// releaseFlows empties w's flow list and returns the memory it grew in
+// to the kernel.
+func (w *Window) releaseFlows() {
+	w.Flows = nil
+	if w.flowMem != nil {
+		w.flowMem.free()
+		w.flowMem.high = 0
 	}
 }
 
