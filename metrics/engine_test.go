@@ -1061,22 +1061,20 @@ func TestPoolLendsMostWrittenList(t *testing.T) {
 	}
 }
 
-// TestEngineReleasesWorkerMemory checks that a run of two workers ends
-// with the memory no window still needs returned to the kernel (each
-// worker's table and spare list, the flow lists of the pool's free
-// windows but the last window's), and that a second run of the engine, which maps it anew,
-// gives the windows the first gave.
+// TestEngineReleasesWorkerMemory checks that RunOnce with two workers
+// ends with the memory no window still needs returned to the kernel (each
+// worker's table and spare list, the flow lists of the pool's free windows
+// but the last window's) and the same windows as Run, which keeps it for
+// the next run; and that a run after RunOnce, which maps it anew, gives
+// them again.
 func TestEngineReleasesWorkerMemory(t *testing.T) {
-	e, err := New(&Config{Workers: 2, Host: "h"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := func() (states [][]byte) {
+	type runner func(context.Context, []capture.Source, func(*Window) error) error
+	run := func(r runner) (states [][]byte) {
 		src, err := synth.New(&synth.Config{Seed: 3, Packets: 40000, Flows: 3000})
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = e.Run(context.Background(), []capture.Source{src}, func(w *Window) error {
+		err = r(context.Background(), []capture.Source{src}, func(w *Window) error {
 			b, err := w.AppendBinary(nil)
 			states = append(states, b)
 			return err
@@ -1086,36 +1084,85 @@ func TestEngineReleasesWorkerMemory(t *testing.T) {
 		}
 		return states
 	}
-	first := run()
-	if len(first) < 3 {
-		t.Fatalf("%d windows, want at least 3", len(first))
-	}
-	for k, sh := range e.shards {
-		if sh.tab.hot != nil {
-			t.Errorf("worker %d: table not released", k)
+	engine := func() *Engine {
+		e, err := New(&Config{Workers: 2, Host: "h"})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if len(sh.spare.Flows) != 0 || sh.spare.flowsWritten() != 0 {
-			t.Errorf("worker %d: spare list of %d records, %d written, not released", k, len(sh.spare.Flows), sh.spare.flowsWritten())
-		}
+		return e
 	}
-	// The last window and the shard window merged into it come back to
-	// the pool after the workers released the lists of the others.
-	held := 0
-	for _, w := range e.pool.free {
-		if w.flowsWritten() > 0 {
-			held++
+	kept := engine()
+	want := run(kept.Run)
+	if len(want) < 3 {
+		t.Fatalf("%d windows, want at least 3", len(want))
+	}
+	for k, sh := range kept.shards {
+		if sh.tab.hot == nil {
+			t.Errorf("Run: worker %d's table released", k)
 		}
 	}
-	if len(e.pool.free) < 3 || held > 2 {
-		t.Errorf("%d of the pool's %d free windows hold flow list memory, want 2 at most", held, len(e.pool.free))
+	e := engine()
+	for i, label := range []string{"RunOnce", "RunOnce again"} {
+		got := run(e.RunOnce)
+		if i == 0 {
+			for k, sh := range e.shards {
+				if sh.tab.hot != nil {
+					t.Errorf("%s: worker %d's table not released", label, k)
+				}
+				if len(sh.spare.Flows) != 0 || sh.spare.flowsWritten() != 0 {
+					t.Errorf("%s: worker %d's spare list of %d records, %d written, not released", label, k, len(sh.spare.Flows), sh.spare.flowsWritten())
+				}
+			}
+			// The last window and the shard window merged into it
+			// come back to the pool after the workers released the
+			// lists of the others.
+			held := 0
+			for _, w := range e.pool.free {
+				if w.flowsWritten() > 0 {
+					held++
+				}
+			}
+			if len(e.pool.free) < 3 || held > 2 {
+				t.Errorf("%s: %d of the pool's %d free windows hold flow list memory, want 2 at most", label, held, len(e.pool.free))
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d windows, Run %d", label, len(got), len(want))
+		}
+		for j := range want {
+			if !bytes.Equal(got[j], want[j]) {
+				t.Errorf("%s: window %d's state differs from Run's", label, j)
+			}
+		}
 	}
-	second := run()
-	if len(second) != len(first) {
-		t.Fatalf("second run: %d windows, first %d", len(second), len(first))
+
+	// A step back of the clock starts a segment that reuses the tables:
+	// only the last segment's workers release them.
+	var frames []capture.Frame
+	for _, from := range []int64{testframes.Epoch, testframes.Epoch - 600*int64(time.Second)} {
+		for i := range int64(4000) {
+			frames = append(frames, roceAt(from+i*int64(time.Millisecond)/2))
+		}
 	}
-	for i := range first {
-		if !bytes.Equal(first[i], second[i]) {
-			t.Errorf("window %d: second run's state differs from the first's", i)
+	stepped := func(r runner) (states [][]byte) {
+		err := r(context.Background(), []capture.Source{&testframes.Source{Frames: frames, Per: 100}}, func(w *Window) error {
+			b, err := w.AppendBinary(nil)
+			states = append(states, b)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return states
+	}
+	want = stepped(engine().Run)
+	got := stepped(engine().RunOnce)
+	if len(want) != 4 || len(got) != len(want) {
+		t.Fatalf("stepped clock: RunOnce %d windows, Run %d, want 4", len(got), len(want))
+	}
+	for j := range want {
+		if !bytes.Equal(got[j], want[j]) {
+			t.Errorf("stepped clock: window %d's state differs from Run's", j)
 		}
 	}
 }

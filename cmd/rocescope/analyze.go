@@ -115,7 +115,7 @@ func (a *analysis) run(ctx context.Context, e *env, sources []capture.Source) (e
 	defer stopProgress()
 
 	segment := uint32(0)
-	err = eng.Run(ctx, sources, func(w *metrics.Window) error {
+	err = eng.RunOnce(ctx, sources, func(w *metrics.Window) error {
 		if w.Segment != segment {
 			segment = w.Segment
 			fmt.Fprintf(e.stderr, "rocescope: the frames' clock stepped back; windows start again at %s (segment %d, counted in time_jumps)\n",
