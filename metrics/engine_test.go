@@ -1069,12 +1069,8 @@ func TestPoolLendsMostWrittenList(t *testing.T) {
 // them again.
 func TestEngineReleasesWorkerMemory(t *testing.T) {
 	type runner func(context.Context, []capture.Source, func(*Window) error) error
-	run := func(r runner) (states [][]byte) {
-		src, err := synth.New(&synth.Config{Seed: 3, Packets: 40000, Flows: 3000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = r(context.Background(), []capture.Source{src}, func(w *Window) error {
+	states := func(r runner, src capture.Source) (states [][]byte) {
+		err := r(context.Background(), []capture.Source{src}, func(w *Window) error {
 			b, err := w.AppendBinary(nil)
 			states = append(states, b)
 			return err
@@ -1083,6 +1079,13 @@ func TestEngineReleasesWorkerMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 		return states
+	}
+	run := func(r runner) [][]byte {
+		src, err := synth.New(&synth.Config{Seed: 3, Packets: 40000, Flows: 3000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return states(r, src)
 	}
 	engine := func() *Engine {
 		e, err := New(&Config{Workers: 2, Host: "h"})
@@ -1144,19 +1147,8 @@ func TestEngineReleasesWorkerMemory(t *testing.T) {
 			frames = append(frames, roceAt(from+i*int64(time.Millisecond)/2))
 		}
 	}
-	stepped := func(r runner) (states [][]byte) {
-		err := r(context.Background(), []capture.Source{&testframes.Source{Frames: frames, Per: 100}}, func(w *Window) error {
-			b, err := w.AppendBinary(nil)
-			states = append(states, b)
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return states
-	}
-	want = stepped(engine().Run)
-	got := stepped(engine().RunOnce)
+	want = states(engine().Run, &testframes.Source{Frames: frames, Per: 100})
+	got := states(engine().RunOnce, &testframes.Source{Frames: frames, Per: 100})
 	if len(want) != 4 || len(got) != len(want) {
 		t.Fatalf("stepped clock: RunOnce %d windows, Run %d, want 4", len(got), len(want))
 	}
