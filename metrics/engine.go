@@ -222,7 +222,7 @@ const closeGrace = time.Second
 // runInline runs one reader, one shard and the collector on this goroutine.
 func (e *Engine) runInline(ctx context.Context, f *feed, emit func(*Window) error, cancel context.CancelFunc) error {
 	coll := newCollector(&e.cfg, e.pool, 1, 1, emit, cancel)
-	out := &inlineOutput{sh: e.shard(0, false), coll: coll, evs: make([]event, 0, batchSize)}
+	out := &inlineOutput{sh: e.shard(0), coll: coll, evs: make([]event, 0, batchSize)}
 	r := newReader(&e.cfg, out)
 	err := e.read(ctx, f, r)
 	r.closeThrough(allWindows)
@@ -269,7 +269,7 @@ func (o *inlineOutput) event(_, _ *decode.Addr, _ uint16) *event {
 }
 
 func (o *inlineOutput) flush() {
-	o.sh.handleBatch(o.evs)
+	o.sh.handleBatch(o.evs, false)
 	o.evs = o.evs[:0]
 	o.shardWindows()
 }
@@ -304,18 +304,15 @@ func (o *inlineOutput) close(through int64) {
 
 // shard returns the k-th shard for a run, empty but with the memory of an
 // earlier run's when there was one: a QP table of a million flows is half a
-// gigabyte of pages. streamed says whether readers on other goroutines
-// hand it its events (runPool).
-func (e *Engine) shard(k int, streamed bool) *shard {
-	var sh *shard
+// gigabyte of pages.
+func (e *Engine) shard(k int) *shard {
 	if k < len(e.shards) {
-		sh = e.shards[k]
+		sh := e.shards[k]
 		sh.reset()
-	} else {
-		sh = newShard(&e.cfg, max(1, e.cfg.TableSize/e.cfg.Workers), e.pool)
-		e.shards = append(e.shards, sh)
+		return sh
 	}
-	sh.streamed = streamed
+	sh := newShard(&e.cfg, max(1, e.cfg.TableSize/e.cfg.Workers), e.pool)
+	e.shards = append(e.shards, sh)
 	return sh
 }
 
@@ -425,7 +422,7 @@ func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) 
 		for range cap(room[k]) {
 			room[k] <- struct{}{}
 		}
-		sh := e.shard(k, true)
+		sh := e.shard(k)
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
@@ -451,9 +448,8 @@ func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) 
 				out.take(k)
 			}
 			r := newReader(&e.cfg, out)
-			var step *clockStep
 			switch errs[i] = e.read(ctx, feeds[i], r); {
-			case errors.As(errs[i], &step):
+			case isClockStep(errs[i]):
 				stepped() // the other readers stop at their next batch
 			case errs[i] != nil:
 				cancel()
@@ -507,7 +503,7 @@ func (s *shard) run(k, readers int, in <-chan *batch, free chan<- *batch, marked
 	marks := newCloseMarks(readers)
 	closed := noWindow
 	for b := range in {
-		s.handleBatch(b.evs)
+		s.handleBatch(b.evs, true)
 		s.send(msgs)
 		if b.close != noWindow {
 			marks.mark(b.from, b.close)

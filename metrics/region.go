@@ -22,8 +22,11 @@ func makeArray[T any](n int) ([]T, region) {
 }
 
 // free returns the region's memory to the kernel; r holds none after, so
-// that a second free does nothing.
-func (r *region) free() { r.mem.Free() }
+// that a second free does nothing, and has no record written.
+func (r *region) free() {
+	r.high = 0
+	r.mem.Free()
+}
 
 // holds reports whether the array a lives in r.
 func (r *region) holds(a []FlowRecord) bool { return mapped.Holds(&r.mem, a) }

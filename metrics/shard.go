@@ -82,10 +82,6 @@ type shard struct {
 	lists  int64                    // flow lists numbered so far (newList)
 	order  flowOrder                // scratch of the sort of a closing window's flow list
 	spare  *Window                  // never handed over: sortList writes a closing window's list into its list
-	// Its events come from a reader on another goroutine, which streamed
-	// them into memory (poolOutput.event): handleBatch asks for a chunk's
-	// events ahead.
-	streamed bool
 }
 
 func newShard(cfg *Config, capacity int, pool *windowPool) *shard {
@@ -572,11 +568,14 @@ func (s *shard) evictAll(idxs []int32) {
 }
 
 // handleBatch accounts a batch of RoCE frames, handleChunk events at a time.
-func (s *shard) handleBatch(evs []event) {
+// streamed says that a reader on another goroutine streamed the events into
+// memory (poolOutput.event): each chunk then asks for the next one's lines
+// ahead.
+func (s *shard) handleBatch(evs []event, streamed bool) {
 	for len(evs) > 0 {
 		n := min(len(evs), handleChunk)
 		var next []event
-		if s.streamed {
+		if streamed {
 			next = evs[n:min(len(evs), 2*handleChunk)]
 		}
 		s.handleChunk(evs[:n], next)

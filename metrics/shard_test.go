@@ -45,7 +45,7 @@ const (
 // send hands the shard one event of opcode op on the flow src→dst toward
 // dqp at time t (ns within window 0 unless larger).
 func (h *shardHarness) send(src, dst decode.Addr, dqp uint32, op decode.Opcode, psn uint32, t int64, extra uint16) {
-	h.sh.handleBatch([]event{h.event(src, dst, dqp, op, psn, t, extra)})
+	h.sh.handleBatch([]event{h.event(src, dst, dqp, op, psn, t, extra)}, false)
 }
 
 // event returns the event send hands the shard.
@@ -168,9 +168,9 @@ func TestShardReadConsumesPSNs(t *testing.T) {
 	h.send(hostA, hostB, qpB, testframes.OpWriteLast, 6, 2, 0)
 	ev := event{key: FlowKey{Src: hostA, Dst: hostB, DQP: qpB}, time: 3, wire: 100, psn: 7, dmaLen: 4096, sport: 49152, opcode: testframes.OpReadRequest, flags: opFlags[testframes.OpReadRequest]}
 	ev.hash = ev.key.Hash(h.cfg.Seed)
-	h.sh.handleBatch([]event{ev})
+	h.sh.handleBatch([]event{ev}, false)
 	ev.psn, ev.time = 11, 4
-	h.sh.handleBatch([]event{ev})
+	h.sh.handleBatch([]event{ev}, false)
 	h.send(hostA, hostB, qpB, testframes.OpWriteOnly, 16, 5, 0)
 	f := h.flow(h.closeAll(), hostA, hostB, qpB)
 	if f.C[FlowPSNGaps] != 1 {
@@ -439,7 +439,7 @@ func TestShardFlushOneHash(t *testing.T) {
 		for psn := range uint32(2) {
 			ev := h.event(hostA, hostB, q, testframes.OpWriteOnly, psn, int64(q)*1e6+int64(psn), extra)
 			ev.hash = shared
-			h.sh.handleBatch([]event{ev})
+			h.sh.handleBatch([]event{ev}, false)
 		}
 	}
 	h.sh.closeThrough(allWindows)

@@ -382,7 +382,6 @@ func (w *Window) releaseFlows() {
 	w.Flows = nil
 	if w.flowMem != nil {
 		w.flowMem.free()
-		w.flowMem.high = 0
 	}
 }
 
