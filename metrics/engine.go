@@ -179,9 +179,8 @@ func (e *Engine) run(ctx context.Context, sources []capture.Source, emit func(*W
 			err = e.runPool(seg, feeds, emitSegment, cancel, stepped)
 		}
 		stepped()
-		var step *clockStep
-		if !errors.As(err, &step) || inner.Err() != nil {
-			if err == nil || step != nil {
+		if step := isClockStep(err); !step || inner.Err() != nil {
+			if err == nil || step {
 				err = ctx.Err()
 			}
 			return err
@@ -209,7 +208,7 @@ type clockStep struct{}
 func (*clockStep) Error() string { return "metrics: clock stepped back" }
 
 // isClockStep reports whether err says a reader saw the clock step back:
-// another segment follows.
+// another segment follows unless the run is stopping.
 func isClockStep(err error) bool {
 	var step *clockStep
 	return errors.As(err, &step)
