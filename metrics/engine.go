@@ -12,6 +12,7 @@ import (
 
 	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/mapped"
 )
 
 // Engine turns frames from capture sources into per-window states.
@@ -586,6 +587,7 @@ func newBatchMem(n int) *batchMem {
 // concurrently; no more than the memory's n.
 func (m *batchMem) batch() *batch {
 	i := int(m.made.Add(1)-1) * batchSize
+	mapped.Commit(m.evs[i : i+batchSize]) // the reader fills it in order
 	return &batch{evs: m.evs[i : i : i+batchSize], close: noWindow}
 }
 

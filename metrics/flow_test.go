@@ -11,6 +11,7 @@ import (
 
 	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/mapped"
 	"github.com/rocescope/rocescope/internal/testframes"
 	"github.com/rocescope/rocescope/sketch"
 )
@@ -365,6 +366,36 @@ func TestMergeShardFlowsGrowsLarger(t *testing.T) {
 	if cap(v.Flows) != small {
 		t.Errorf("the merge grew the list of room for %d records, not the one of room for %d", small, large)
 	}
+}
+
+// TestCommitFlows checks, page by page as mincore sees them, that
+// commitFlows commits the pages of a list's records from the first never
+// written to the one asked for, and no others.
+func TestCommitFlows(t *testing.T) {
+	mapped.SetHugePages(mapped.HugeOff)
+	t.Cleanup(func() { mapped.SetHugePages(mapped.HugeAuto) })
+	w := &Window{}
+	growFlows(w, 4096)
+	room := w.Flows[:cap(w.Flows)]
+	if !w.flowMem.holds(w.Flows) || mapped.Resident(room) == nil {
+		t.Skip("flow lists are not in regions of their own on this platform")
+	}
+	committed := func(what string, last int) {
+		t.Helper()
+		for p, r := range mapped.Resident(room) {
+			if want := p <= last; r != want {
+				t.Fatalf("%s: page %d resident %v, want pages 0-%d", what, p, r, last)
+			}
+		}
+	}
+	const size = int(unsafe.Sizeof(FlowRecord{}))
+	w.commitFlows(100)
+	committed("100 records", (100*size-1)/4096)
+	w.Flows = w.Flows[:100] // written
+	w.commitFlows(90)       // written already
+	committed("fewer", (100*size-1)/4096)
+	w.commitFlows(250)
+	committed("250 records", (250*size-1)/4096)
 }
 
 // TestNormalizeMergesRepeats checks normalize on shuffled lists long enough

@@ -324,6 +324,7 @@ func (s *shard) sortList(act []int32, win *Window) {
 		repeated = items[i].hash == items[i-1].hash
 	}
 	growFlows(spare, len(items))
+	spare.commitFlows(len(items))
 	out := spare.Flows[:len(items)]
 	group := func(i int) []sortItem { return items[min(len(items), i):min(len(items), i+flushAhead)] }
 	s.itemsAhead(group(0), listed)

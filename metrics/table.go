@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/mapped"
 )
 
 // table is the bounded per-worker QP table: a slab of flow entries and an
@@ -139,6 +140,9 @@ func (t *table) insert(key *FlowKey, h uint64) int32 {
 	} else {
 		idx = int32(t.n)
 		t.n++
+		if idx%slabCommit == 0 && int(idx) >= t.fresh {
+			t.commit(int(idx))
+		}
 	}
 	// Zeroed in place, then set: a composite literal is staged on the
 	// stack and copied with loads that wait for its stores.
@@ -154,6 +158,22 @@ func (t *table) insert(key *FlowKey, h uint64) int32 {
 	t.place(uint32(idx), h)
 	t.used++
 	return idx
+}
+
+// slabCommit is how many slab entries the table commits at once, as the
+// first of them is first used (table.commit): 64 KiB of hot parts and 128
+// KiB of cold ones. Committing a whole 512 KiB and 1 MiB at once saved a
+// one-worker replay more CPU, but held up two workers, one of them in the
+// kernel while the reader filled its queue and the other ran out of work.
+const slabCommit = 512
+
+// commit commits the pages of the slab entries from position from on,
+// slabCommit of them, which inserts are about to use in turn: a page
+// committed by one call costs less than one faulted in by a write.
+func (t *table) commit(from int) {
+	to := min(from+slabCommit, len(t.hot))
+	mapped.Commit(t.hot[from:to])
+	mapped.Commit(t.cold[from:to])
 }
 
 // entryHashes are what an entry is indexed by: its flow hash (in the

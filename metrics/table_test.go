@@ -353,3 +353,50 @@ func TestTableRelease(t *testing.T) {
 		t.Errorf("reset table not full with %d flows", capacity)
 	}
 }
+
+// TestTableCommitsSlab checks, page by page as mincore sees them, that the
+// table commits its slab's hot and cold parts slabCommit entries at a time
+// as inserts first reach them, and not again for entries a reset table
+// uses a second time.
+func TestTableCommitsSlab(t *testing.T) {
+	mapped.SetHugePages(mapped.HugeOff)
+	t.Cleanup(func() { mapped.SetHugePages(mapped.HugeAuto) })
+	tab := newTable(4 * slabCommit)
+	if mapped.Resident(tab.hot) == nil {
+		t.Skip("mincore says nothing here")
+	}
+	committed := func(what string, entries int) {
+		t.Helper()
+		for _, part := range []struct {
+			name string
+			in   []bool
+			size int
+		}{
+			{"hot", mapped.Resident(tab.hot), int(unsafe.Sizeof(hot{}))},
+			{"cold", mapped.Resident(tab.cold), int(unsafe.Sizeof(cold{}))},
+		} {
+			last := entries*part.size/4096 - 1
+			for p, r := range part.in {
+				if want := p <= last; r != want {
+					t.Fatalf("%s: %s page %d resident %v, want pages 0-%d", what, part.name, p, r, last)
+				}
+			}
+		}
+	}
+	committed("new table", 0)
+	insert := func(from, to uint32) {
+		for i := from; i < to; i++ {
+			k := testKey(i)
+			tab.insert(&k, k.Hash(1))
+		}
+	}
+	insert(0, 1)
+	committed("one flow", slabCommit)
+	insert(1, slabCommit)
+	committed("a commit's flows", slabCommit)
+	insert(slabCommit, slabCommit+1)
+	committed("one more", 2*slabCommit)
+	tab.reset()
+	insert(0, slabCommit+10)
+	committed("reset, the same again", 2*slabCommit)
+}

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/rocescope/rocescope/decode"
+	"github.com/rocescope/rocescope/internal/mapped"
 	"github.com/rocescope/rocescope/sketch"
 )
 
@@ -308,6 +309,7 @@ func (w *Window) mergeShardFlows(o *Window) {
 		w.swapFlows(o)
 	}
 	growFlows(w, len(o.Flows))
+	w.commitFlows(len(w.Flows) + len(o.Flows))
 	w.Flows = mergeFlows(w.Flows, o.Flows)
 }
 
@@ -365,6 +367,16 @@ func (w *Window) flowsWritten() int {
 		return len(w.Flows)
 	}
 	return max(w.flowMem.high, len(w.Flows))
+}
+
+// commitFlows commits the pages of w's list from its first record never
+// written up to record n, which the caller is about to write in order and
+// has made room for: a page committed at once costs less than one faulted
+// in by a write (mapped.Commit).
+func (w *Window) commitFlows(n int) {
+	if from := w.flowsWritten(); n > from {
+		mapped.Commit(w.Flows[from:n])
+	}
 }
 
 // markWritten folds the list's length into its region's mark, before the

@@ -80,6 +80,55 @@ func (m *Memory) Populate() {
 	}
 }
 
+// Commit commits the pages of a, an array in a mapping of m's kind or on
+// the Go heap, at once and writable (MADV_POPULATE_WRITE, Linux 5.14 and
+// later): for a range the caller is about to write from one end to the
+// other, which would otherwise fault a page at a time. On the KVM VM of
+// issue 25 a page committed so costs about half a microsecond less CPU
+// than one faulted in by a write. The pages a's ends share with their
+// neighbours are committed too; pages already committed cost a look at
+// their page table entries.
+func Commit[T any](a []T) {
+	if b := pages(a); b != nil {
+		_ = unix.Madvise(b, unix.MADV_POPULATE_WRITE)
+	}
+}
+
+// Resident reports, page by page of 4 KiB, whether the pages a spans are
+// committed (mincore), for tests of what commits them; nil when the
+// kernel does not say.
+func Resident[T any](a []T) []bool {
+	b := pages(a)
+	if b == nil {
+		return nil
+	}
+	vec := make([]byte, len(b)/pageSize)
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		return nil
+	}
+	in := make([]bool, len(vec))
+	for i, v := range vec {
+		in[i] = v&1 != 0
+	}
+	return in
+}
+
+// pages returns the whole pages of 4 KiB that a spans, nil for none.
+func pages[T any](a []T) []byte {
+	if len(a) == 0 {
+		return nil
+	}
+	p := unsafe.Pointer(unsafe.SliceData(a))
+	start := uintptr(p)
+	end := start + uintptr(len(a))*unsafe.Sizeof(a[0])
+	base := start &^ (pageSize - 1)
+	n := (end - base + pageSize - 1) &^ (pageSize - 1)
+	return unsafe.Slice((*byte)(unsafe.Add(p, -int(start-base))), n)
+}
+
+// pageSize is the size of a page of the smallest kind.
+const pageSize = 4096
+
 // resize resizes the array of Ts in m to n, in place or moved (mremap
 // MREMAP_MAYMOVE: no byte is copied, the pages written stay committed),
 // and returns it; false when m holds no mapping or the kernel refuses,

@@ -173,14 +173,7 @@ func smaps(t *testing.T, addr uintptr, key string) []string {
 // that Populate commits every page of a mapping at once, and that a
 // mapping not populated commits none until touched.
 func TestPopulate(t *testing.T) {
-	var u unix.Utsname
-	if unix.Uname(&u) != nil {
-		t.Skip("uname failed")
-	}
-	var major, minor int
-	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil || major < 5 || major == 5 && minor < 14 {
-		t.Skipf("kernel %s has no MADV_POPULATE_WRITE (5.14)", u.Release[:])
-	}
+	needPopulate(t)
 	forceHuge(t, HugeOff)
 	const n = 256 << 10 // 2 MiB of uint64, in 4 KiB pages
 	for _, populate := range []bool{false, true} {
@@ -203,6 +196,50 @@ func TestPopulate(t *testing.T) {
 	}
 	var none Memory
 	none.Populate() // no mapping: nothing to do
+}
+
+// needPopulate skips the test on a kernel without MADV_POPULATE_WRITE.
+func needPopulate(t *testing.T) {
+	t.Helper()
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		t.Skip("uname failed")
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil || major < 5 || major == 5 && minor < 14 {
+		t.Skipf("kernel %s has no MADV_POPULATE_WRITE (5.14)", u.Release[:])
+	}
+}
+
+// TestCommit checks that Commit commits exactly the 4 KiB pages a range of
+// an array spans, page by page as mincore sees them, and that the array
+// stays zero and writable.
+func TestCommit(t *testing.T) {
+	needPopulate(t)
+	forceHuge(t, HugeOff)
+	a, m := Make[uint64](256 << 10) // 2 MiB
+	if m.b == nil {
+		t.Skip("mmap refused: the array is on the Go heap")
+	}
+	defer m.Free()
+	if in := Resident(a); len(in) != 512 || slices.Contains(in, true) {
+		t.Fatalf("a new mapping: %d pages, resident %v; want 512, none", len(in), in)
+	}
+	Commit(a[1000:3000]) // bytes 8 000 to 24 000: pages 1 to 5
+	Commit(a[:0])        // nothing
+	in := Resident(a)
+	for p, r := range in {
+		if want := p >= 1 && p <= 5; r != want {
+			t.Errorf("page %d resident %v, want %v", p, r, want)
+		}
+	}
+	if a[1000] != 0 || a[2999] != 0 {
+		t.Fatalf("committed elements %d, %d; want zero", a[1000], a[2999])
+	}
+	a[2999] = 7
+	if a[2999] != 7 {
+		t.Fatal("a committed element does not keep what is written")
+	}
 }
 
 // TestAutoHuge checks HugeAuto's rule on the figures it was made from:

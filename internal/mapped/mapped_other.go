@@ -13,6 +13,12 @@ func (m *Memory) Free() {}
 // Populate does nothing: heap memory is committed as the runtime sees fit.
 func (m *Memory) Populate() {}
 
+// Commit does nothing: heap memory is committed as the runtime sees fit.
+func Commit[T any](a []T) {}
+
+// Resident does not know off Linux.
+func Resident[T any](a []T) []bool { return nil }
+
 // resize cannot resize heap memory in place.
 func resize[T any](m *Memory, n int) ([]T, bool) { return nil, false }
 

@@ -21,8 +21,9 @@ import (
 // VMs measured). The mapping is freed when the Array is collected. An
 // Array is used by one goroutine at a time.
 type Array[T any] struct {
-	s   []T
-	mem *mapped.Memory
+	s    []T
+	mem  *mapped.Memory
+	done int // elements whose pages are committed
 }
 
 // pageSize is the size of a page of the smallest kind.
@@ -41,14 +42,30 @@ func NewArray[T any]() *Array[T] {
 // lists whose length wanders from window to window stop growing soon, and
 // to a page at least: the kernel maps whole pages, and a list that grows
 // an element at a time from empty would otherwise ask it for each size.
+// The pages of elements the array never had are committed before the
+// caller writes them, at least commitBytes of them at a time
+// (mapped.Commit): cheaper than a fault a page.
 func (a *Array[T]) Resize(n int) []T {
+	var zero T
+	size := max(int(unsafe.Sizeof(zero)), 1)
 	if n > cap(a.s) {
-		var zero T
-		a.s = mapped.Grow(a.mem, a.s, max(n+n/4, pageSize/max(int(unsafe.Sizeof(zero)), 1)))
+		// Grow keeps the pages of the elements it copies or remaps: those
+		// of the length, at least.
+		a.done = min(a.done, len(a.s))
+		a.s = mapped.Grow(a.mem, a.s, max(n+n/4, pageSize/size))
+	}
+	if n > a.done {
+		to := min(cap(a.s), max(n, a.done+commitBytes/size))
+		mapped.Commit(a.s[a.done:to])
+		a.done = to
 	}
 	a.s = a.s[:n]
 	return a.s
 }
+
+// commitBytes is the least an Array commits at once: an Array that grows an
+// element at a time asks the kernel once every 64 KiB.
+const commitBytes = 64 << 10
 
 // Append adds v after the array's elements, growing it as Resize does.
 func (a *Array[T]) Append(v T) {

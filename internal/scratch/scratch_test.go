@@ -1,6 +1,10 @@
 package scratch
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/rocescope/rocescope/internal/mapped"
+)
 
 // TestArray grows an Array past a huge page and back: the elements below
 // its length keep their values as it grows, its capacity grows by a
@@ -49,4 +53,42 @@ func TestArrayAppend(t *testing.T) {
 	if s := a.Slice(); len(s) != 1 || s[0] != -1 {
 		t.Fatalf("after Resize(0) and one append: %v", s)
 	}
+}
+
+// TestArrayCommits checks which pages Resize commits before the caller
+// writes them, as mincore sees them: those of the elements asked for, at
+// least 64 KiB of them past the ones committed before, never past the
+// capacity; none again for a length within them.
+func TestArrayCommits(t *testing.T) {
+	mapped.SetHugePages(mapped.HugeOff)
+	t.Cleanup(func() { mapped.SetHugePages(mapped.HugeAuto) })
+	a := NewArray[uint64]()
+	s := a.Resize(100_000)[:cap(a.Slice())] // 800 000 bytes asked, capacity 125 000 elements
+	in := mapped.Resident(s)
+	if in == nil {
+		t.Skip("mincore says nothing here")
+	}
+	// Elements 0 to 99 999 end in page 195 of the 245 of the capacity.
+	resident := func(what string, last int) {
+		t.Helper()
+		in := mapped.Resident(s)
+		for p, r := range in {
+			if want := p <= last; r != want {
+				t.Fatalf("%s: page %d of %d resident %v, want pages 0-%d", what, p, len(in), r, last)
+			}
+		}
+	}
+	resident("Resize(100 000)", 195)
+	// One more element commits 64 KiB of elements from the 100 000th:
+	// to element 108 191, in page 211.
+	a.Resize(100_001)
+	resident("Resize(100 001)", 211)
+	a.Resize(108_192)
+	resident("Resize(108 192)", 211)
+	// Past the commit, what is asked when it is more than 64 KiB, and
+	// then no further than the capacity.
+	a.Resize(120_000)
+	resident("Resize(120 000)", 234)
+	a.Resize(120_001)
+	resident("Resize(120 001)", 244)
 }
