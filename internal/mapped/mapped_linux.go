@@ -80,7 +80,7 @@ func (m *Memory) Populate() {
 	}
 }
 
-// Commit commits the pages of a, an array in a mapping of m's kind or on
+// Commit commits the pages of a, an array in a mapping Make made or on
 // the Go heap, at once and writable (MADV_POPULATE_WRITE, Linux 5.14 and
 // later): for a range the caller is about to write from one end to the
 // other, which would otherwise fault a page at a time. On the KVM VM of
