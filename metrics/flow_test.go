@@ -372,8 +372,7 @@ func TestMergeShardFlowsGrowsLarger(t *testing.T) {
 // commitFlows commits the pages of a list's records from the first never
 // written to the one asked for, and no others.
 func TestCommitFlows(t *testing.T) {
-	mapped.SetHugePages(mapped.HugeOff)
-	t.Cleanup(func() { mapped.SetHugePages(mapped.HugeAuto) })
+	needCommits(t)
 	w := &Window{}
 	growFlows(w, 4096)
 	room := w.Flows[:cap(w.Flows)]

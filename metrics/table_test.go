@@ -359,8 +359,7 @@ func TestTableRelease(t *testing.T) {
 // as inserts first reach them, and not again for entries a reset table
 // uses a second time.
 func TestTableCommitsSlab(t *testing.T) {
-	mapped.SetHugePages(mapped.HugeOff)
-	t.Cleanup(func() { mapped.SetHugePages(mapped.HugeAuto) })
+	needCommits(t)
 	tab := newTable(4 * slabCommit)
 	if mapped.Resident(tab.hot) == nil {
 		t.Skip("mincore says nothing here")
@@ -399,4 +398,15 @@ func TestTableCommitsSlab(t *testing.T) {
 	tab.reset()
 	insert(0, slabCommit+10)
 	committed("reset, the same again", 2*slabCommit)
+}
+
+// needCommits skips the test where mapped.Commit commits nothing, and
+// maps arrays in 4 KiB pages for the rest of it, whose pages it counts.
+func needCommits(t *testing.T) {
+	t.Helper()
+	if !mapped.Commits() {
+		t.Skip("the kernel has no MADV_POPULATE_WRITE (Linux 5.14)")
+	}
+	mapped.SetHugePages(mapped.HugeOff)
+	t.Cleanup(func() { mapped.SetHugePages(mapped.HugeAuto) })
 }

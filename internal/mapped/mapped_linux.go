@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -89,21 +90,33 @@ func (m *Memory) Populate() {
 // neighbours are committed too; pages already committed cost a look at
 // their page table entries.
 func Commit[T any](a []T) {
-	if b := pages(a); b != nil {
-		_ = unix.Madvise(b, unix.MADV_POPULATE_WRITE)
+	if base, n := pages(a); n > 0 {
+		_, _, _ = unix.Syscall(unix.SYS_MADVISE, base, n, unix.MADV_POPULATE_WRITE)
 	}
 }
+
+// Commits reports whether Commit and Populate commit pages here: whether
+// the kernel knows MADV_POPULATE_WRITE (Linux 5.14 and later), which it
+// asks once, of a page of its own.
+var Commits = sync.OnceValue(func() bool {
+	b, err := unix.Mmap(-1, 0, pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return false
+	}
+	defer unix.Munmap(b)
+	return unix.Madvise(b, unix.MADV_POPULATE_WRITE) == nil
+})
 
 // Resident reports, page by page of 4 KiB, whether the pages a spans are
 // committed (mincore), for tests of what commits them; nil when the
 // kernel does not say.
 func Resident[T any](a []T) []bool {
-	b := pages(a)
-	if b == nil {
+	base, n := pages(a)
+	if n == 0 {
 		return nil
 	}
-	vec := make([]byte, len(b)/pageSize)
-	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+	vec := make([]byte, n/pageSize)
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, base, n, uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
 		return nil
 	}
 	in := make([]bool, len(vec))
@@ -113,17 +126,18 @@ func Resident[T any](a []T) []bool {
 	return in
 }
 
-// pages returns the whole pages of 4 KiB that a spans, nil for none.
-func pages[T any](a []T) []byte {
+// pages returns the address and length of the whole pages of 4 KiB that a
+// spans, 0 bytes for none: numbers for the kernel, as the first page may
+// begin before a's allocation (on the Go heap), where no Go pointer may
+// point.
+func pages[T any](a []T) (base, n uintptr) {
 	if len(a) == 0 {
-		return nil
+		return 0, 0
 	}
-	p := unsafe.Pointer(unsafe.SliceData(a))
-	start := uintptr(p)
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(a)))
 	end := start + uintptr(len(a))*unsafe.Sizeof(a[0])
-	base := start &^ (pageSize - 1)
-	n := (end - base + pageSize - 1) &^ (pageSize - 1)
-	return unsafe.Slice((*byte)(unsafe.Add(p, -int(start-base))), n)
+	base = start &^ (pageSize - 1)
+	return base, (end - base + pageSize - 1) &^ (pageSize - 1)
 }
 
 // pageSize is the size of a page of the smallest kind.

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // record is an element the size of a flow record.
@@ -201,13 +199,8 @@ func TestPopulate(t *testing.T) {
 // needPopulate skips the test on a kernel without MADV_POPULATE_WRITE.
 func needPopulate(t *testing.T) {
 	t.Helper()
-	var u unix.Utsname
-	if unix.Uname(&u) != nil {
-		t.Skip("uname failed")
-	}
-	var major, minor int
-	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil || major < 5 || major == 5 && minor < 14 {
-		t.Skipf("kernel %s has no MADV_POPULATE_WRITE (5.14)", u.Release[:])
+	if !Commits() {
+		t.Skip("the kernel has no MADV_POPULATE_WRITE (Linux 5.14)")
 	}
 }
 

@@ -16,6 +16,9 @@ func (m *Memory) Populate() {}
 // Commit does nothing: heap memory is committed as the runtime sees fit.
 func Commit[T any](a []T) {}
 
+// Commits reports that Commit and Populate commit nothing off Linux.
+func Commits() bool { return false }
+
 // Resident does not know off Linux.
 func Resident[T any](a []T) []bool { return nil }
 

@@ -60,6 +60,9 @@ func TestArrayAppend(t *testing.T) {
 // least 64 KiB of them past the ones committed before, never past the
 // capacity; none again for a length within them.
 func TestArrayCommits(t *testing.T) {
+	if !mapped.Commits() {
+		t.Skip("the kernel has no MADV_POPULATE_WRITE (Linux 5.14)")
+	}
 	mapped.SetHugePages(mapped.HugeOff)
 	t.Cleanup(func() { mapped.SetHugePages(mapped.HugeAuto) })
 	a := NewArray[uint64]()
