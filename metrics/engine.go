@@ -30,7 +30,6 @@ type Engine struct {
 	pool   *windowPool
 	shards []*shard // the QP tables of the last run, reused by the next
 	frames atomic.Uint64
-	once   bool // the run is the last (RunOnce): its workers return their memory as they finish
 }
 
 // New returns an engine configured by cfg (nil means defaults).
@@ -115,8 +114,7 @@ type batch struct {
 // every open window is closed and emitted, also after an error. Run
 // returns the first error of a source, of emit, or ctx.Err().
 func (e *Engine) Run(ctx context.Context, sources []capture.Source, emit func(*Window) error) error {
-	e.once = false
-	return e.run(ctx, sources, emit)
+	return e.run(ctx, sources, emit, false)
 }
 
 // RunOnce is Run for an engine that will not run again, as in a process
@@ -128,11 +126,11 @@ func (e *Engine) Run(ctx context.Context, sources []capture.Source, emit func(*W
 // exit, whose unmapping on one core took 7 ms instead of 20. An engine run
 // again maps its memory anew.
 func (e *Engine) RunOnce(ctx context.Context, sources []capture.Source, emit func(*Window) error) error {
-	e.once = true
-	return e.run(ctx, sources, emit)
+	return e.run(ctx, sources, emit, true)
 }
 
-func (e *Engine) run(ctx context.Context, sources []capture.Source, emit func(*Window) error) error {
+// run is Run, and RunOnce when once is set.
+func (e *Engine) run(ctx context.Context, sources []capture.Source, emit func(*Window) error, once bool) error {
 	if len(sources) == 0 {
 		return errors.New("metrics: no source")
 	}
@@ -177,7 +175,7 @@ func (e *Engine) run(ctx context.Context, sources []capture.Source, emit func(*W
 		if e.cfg.Workers == 1 && len(sources) == 1 {
 			err = e.runInline(seg, feeds[0], emitSegment, cancel)
 		} else {
-			err = e.runPool(seg, feeds, emitSegment, cancel, stepped)
+			err = e.runPool(seg, feeds, emitSegment, cancel, stepped, once)
 		}
 		stepped()
 		if step := isClockStep(err); !step || inner.Err() != nil {
@@ -392,8 +390,9 @@ type msg struct {
 }
 
 // runPool runs a reader goroutine per source, a worker per shard and the
-// collector on this goroutine.
-func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) error, cancel, stepped context.CancelFunc) error {
+// collector on this goroutine. once says the run is RunOnce's: a segment
+// it ends without a clock step has its workers return their memory.
+func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) error, cancel, stepped context.CancelFunc, once bool) error {
 	n := e.cfg.Workers
 	msgs := make(chan msg, msgQueue)
 	coll := newCollector(&e.cfg, e.pool, len(feeds), n, emit, cancel)
@@ -460,7 +459,7 @@ func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) 
 	}
 	go func() {
 		readers.Wait()
-		last = e.once && !slices.ContainsFunc(errs, isClockStep)
+		last = once && !slices.ContainsFunc(errs, isClockStep)
 		for k := range in {
 			close(in[k])
 		}
