@@ -94,6 +94,9 @@ type Memory struct {
 // usual arm64 configuration.
 const HugePage = 2 << 20
 
+// PageSize is the size of a page of the smallest kind.
+const PageSize = 4096
+
 // Advised counts the mappings the kernel took the advice to use huge pages
 // for (tests read it).
 var Advised atomic.Int64

@@ -75,11 +75,7 @@ func (m *Memory) Free() {
 // then replaces with a page of its own, two faults for one, and the second
 // makes the kernel interrupt the process's threads on other CPUs to flush
 // their TLBs of the zero page.
-func (m *Memory) Populate() {
-	if m.b != nil {
-		_ = unix.Madvise(m.b, unix.MADV_POPULATE_WRITE)
-	}
-}
+func (m *Memory) Populate() { Commit(m.b) }
 
 // Commit commits the pages of a, an array in a mapping Make made or on
 // the Go heap, at once and writable (MADV_POPULATE_WRITE, Linux 5.14 and
@@ -99,7 +95,7 @@ func Commit[T any](a []T) {
 // the kernel knows MADV_POPULATE_WRITE (Linux 5.14 and later), which it
 // asks once, of a page of its own.
 var Commits = sync.OnceValue(func() bool {
-	b, err := unix.Mmap(-1, 0, pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	b, err := unix.Mmap(-1, 0, PageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return false
 	}
@@ -115,7 +111,7 @@ func Resident[T any](a []T) []bool {
 	if n == 0 {
 		return nil
 	}
-	vec := make([]byte, n/pageSize)
+	vec := make([]byte, n/PageSize)
 	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, base, n, uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
 		return nil
 	}
@@ -136,12 +132,9 @@ func pages[T any](a []T) (base, n uintptr) {
 	}
 	start := uintptr(unsafe.Pointer(unsafe.SliceData(a)))
 	end := start + uintptr(len(a))*unsafe.Sizeof(a[0])
-	base = start &^ (pageSize - 1)
-	return base, (end - base + pageSize - 1) &^ (pageSize - 1)
+	base = start &^ (PageSize - 1)
+	return base, (end - base + PageSize - 1) &^ (PageSize - 1)
 }
-
-// pageSize is the size of a page of the smallest kind.
-const pageSize = 4096
 
 // resize resizes the array of Ts in m to n, in place or moved (mremap
 // MREMAP_MAYMOVE: no byte is copied, the pages written stay committed),

@@ -206,7 +206,7 @@ func needPopulate(t *testing.T) {
 
 // TestCommit checks that Commit commits exactly the 4 KiB pages a range of
 // an array spans, page by page as mincore sees them, and that the array
-// stays zero and writable.
+// stays zero.
 func TestCommit(t *testing.T) {
 	needPopulate(t)
 	forceHuge(t, HugeOff)
@@ -228,10 +228,6 @@ func TestCommit(t *testing.T) {
 	}
 	if a[1000] != 0 || a[2999] != 0 {
 		t.Fatalf("committed elements %d, %d; want zero", a[1000], a[2999])
-	}
-	a[2999] = 7
-	if a[2999] != 7 {
-		t.Fatal("a committed element does not keep what is written")
 	}
 }
 

@@ -26,9 +26,6 @@ type Array[T any] struct {
 	done int // elements whose pages are committed
 }
 
-// pageSize is the size of a page of the smallest kind.
-const pageSize = 4096
-
 // NewArray returns an empty Array.
 func NewArray[T any]() *Array[T] {
 	a := &Array[T]{mem: new(mapped.Memory)}
@@ -52,7 +49,7 @@ func (a *Array[T]) Resize(n int) []T {
 		// Grow keeps the pages of the elements it copies or remaps: those
 		// of the length, at least.
 		a.done = min(a.done, len(a.s))
-		a.s = mapped.Grow(a.mem, a.s, max(n+n/4, pageSize/size))
+		a.s = mapped.Grow(a.mem, a.s, max(n+n/4, mapped.PageSize/size))
 	}
 	if n > a.done {
 		to := min(cap(a.s), max(n, a.done+commitBytes/size))
