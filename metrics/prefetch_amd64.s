@@ -9,7 +9,7 @@ TEXT ·prefetch(SB), NOSPLIT, $0-24
 
 loop:
 	MOVQ       (SI), AX
-	PREFETCHT0 (AX)
+	PREFETCHT1 (AX)
 	ADDQ       $8, SI
 	DECQ       CX
 	JNE        loop
