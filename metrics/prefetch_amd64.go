@@ -8,8 +8,9 @@ package metrics
 // than the first level's: with the first level (PREFETCHT0) perf put a
 // third of handleChunk's own samples on two loads right after its passes,
 // of a slot and of a hot part asked for, and on the KVM VM a replay with
-// one worker took 0.5-3 % more CPU on the bench's 12 M-frame traces; with
-// passes of 48 events instead of 32 (see handleChunk), 3.3-5.7 % more.
+// one worker took 0.5-1 % more CPU on the bench's 12 M-frame traces (up
+// to 3 % at 100 k connections in other runs); with the passes of 48
+// events that the second level allows (see handleChunk), 3.3-5.7 % more.
 //
 //go:noescape
 func prefetch(addrs []uintptr)
