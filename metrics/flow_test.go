@@ -12,6 +12,7 @@ import (
 	"github.com/rocescope/rocescope/capture"
 	"github.com/rocescope/rocescope/decode"
 	"github.com/rocescope/rocescope/internal/mapped"
+	"github.com/rocescope/rocescope/internal/mappedtest"
 	"github.com/rocescope/rocescope/internal/testframes"
 	"github.com/rocescope/rocescope/sketch"
 )
@@ -372,29 +373,21 @@ func TestMergeShardFlowsGrowsLarger(t *testing.T) {
 // commitFlows commits the pages of a list's records from the first never
 // written to the one asked for, and no others.
 func TestCommitFlows(t *testing.T) {
-	needCommits(t)
+	mappedtest.Need(t)
 	w := &Window{}
 	growFlows(w, 4096)
 	room := w.Flows[:cap(w.Flows)]
-	if !w.flowMem.holds(w.Flows) || mapped.Resident(room) == nil {
+	if !w.flowMem.holds(w.Flows) {
 		t.Skip("flow lists are not in regions of their own on this platform")
 	}
-	committed := func(what string, last int) {
-		t.Helper()
-		for p, r := range mapped.Resident(room) {
-			if want := p <= last; r != want {
-				t.Fatalf("%s: page %d resident %v, want pages 0-%d", what, p, r, last)
-			}
-		}
-	}
-	const size = int(unsafe.Sizeof(FlowRecord{}))
+	last := func(records int) int { return (records*int(unsafe.Sizeof(FlowRecord{})) - 1) / mapped.PageSize }
 	w.commitFlows(100)
-	committed("100 records", (100*size-1)/4096)
+	mappedtest.Committed(t, "100 records", room, last(100))
 	w.Flows = w.Flows[:100] // written
 	w.commitFlows(90)       // written already
-	committed("fewer", (100*size-1)/4096)
+	mappedtest.Committed(t, "fewer", room, last(100))
 	w.commitFlows(250)
-	committed("250 records", (250*size-1)/4096)
+	mappedtest.Committed(t, "250 records", room, last(250))
 }
 
 // TestNormalizeMergesRepeats checks normalize on shuffled lists long enough

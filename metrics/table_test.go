@@ -8,6 +8,7 @@ import (
 
 	"github.com/rocescope/rocescope/decode"
 	"github.com/rocescope/rocescope/internal/mapped"
+	"github.com/rocescope/rocescope/internal/mappedtest"
 )
 
 func testKey(i uint32) FlowKey {
@@ -359,28 +360,12 @@ func TestTableRelease(t *testing.T) {
 // as inserts first reach them, and not again for entries a reset table
 // uses a second time.
 func TestTableCommitsSlab(t *testing.T) {
-	needCommits(t)
+	mappedtest.Need(t)
 	tab := newTable(4 * slabCommit)
-	if mapped.Resident(tab.hot) == nil {
-		t.Skip("mincore says nothing here")
-	}
 	committed := func(what string, entries int) {
 		t.Helper()
-		for _, part := range []struct {
-			name string
-			in   []bool
-			size int
-		}{
-			{"hot", mapped.Resident(tab.hot), int(unsafe.Sizeof(hot{}))},
-			{"cold", mapped.Resident(tab.cold), int(unsafe.Sizeof(cold{}))},
-		} {
-			last := entries*part.size/4096 - 1
-			for p, r := range part.in {
-				if want := p <= last; r != want {
-					t.Fatalf("%s: %s page %d resident %v, want pages 0-%d", what, part.name, p, r, last)
-				}
-			}
-		}
+		mappedtest.Committed(t, what+", hot parts", tab.hot, entries*int(unsafe.Sizeof(hot{}))/mapped.PageSize-1)
+		mappedtest.Committed(t, what+", cold parts", tab.cold, entries*int(unsafe.Sizeof(cold{}))/mapped.PageSize-1)
 	}
 	committed("new table", 0)
 	insert := func(from, to uint32) {
@@ -398,15 +383,4 @@ func TestTableCommitsSlab(t *testing.T) {
 	tab.reset()
 	insert(0, slabCommit+10)
 	committed("reset, the same again", 2*slabCommit)
-}
-
-// needCommits skips the test where mapped.Commit commits nothing, and
-// maps arrays in 4 KiB pages for the rest of it, whose pages it counts.
-func needCommits(t *testing.T) {
-	t.Helper()
-	if !mapped.Commits() {
-		t.Skip("the kernel has no MADV_POPULATE_WRITE (Linux 5.14)")
-	}
-	mapped.SetHugePages(mapped.HugeOff)
-	t.Cleanup(func() { mapped.SetHugePages(mapped.HugeAuto) })
 }

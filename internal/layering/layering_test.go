@@ -24,7 +24,7 @@ type pkg struct {
 
 // testKits are the internal packages only tests may import.
 var testKits = []string{"internal/testframes", "internal/netnstest", "internal/tsharktest", "internal/enginetest",
-	"internal/clickhousetest", "internal/freeport", "internal/testfifo"}
+	"internal/clickhousetest", "internal/freeport", "internal/testfifo", "internal/mappedtest"}
 
 // under reports whether the package path p (module-relative) is dir or
 // below it.

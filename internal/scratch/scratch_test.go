@@ -3,7 +3,7 @@ package scratch
 import (
 	"testing"
 
-	"github.com/rocescope/rocescope/internal/mapped"
+	"github.com/rocescope/rocescope/internal/mappedtest"
 )
 
 // TestArray grows an Array past a huge page and back: the elements below
@@ -60,38 +60,21 @@ func TestArrayAppend(t *testing.T) {
 // least 64 KiB of them past the ones committed before, never past the
 // capacity; none again for a length within them.
 func TestArrayCommits(t *testing.T) {
-	if !mapped.Commits() {
-		t.Skip("the kernel has no MADV_POPULATE_WRITE (Linux 5.14)")
-	}
-	mapped.SetHugePages(mapped.HugeOff)
-	t.Cleanup(func() { mapped.SetHugePages(mapped.HugeAuto) })
+	mappedtest.Need(t)
 	a := NewArray[uint64]()
 	s := a.Resize(100_000)[:cap(a.Slice())] // 800 000 bytes asked, capacity 125 000 elements
-	in := mapped.Resident(s)
-	if in == nil {
-		t.Skip("mincore says nothing here")
-	}
 	// Elements 0 to 99 999 end in page 195 of the 245 of the capacity.
-	resident := func(what string, last int) {
-		t.Helper()
-		in := mapped.Resident(s)
-		for p, r := range in {
-			if want := p <= last; r != want {
-				t.Fatalf("%s: page %d of %d resident %v, want pages 0-%d", what, p, len(in), r, last)
-			}
-		}
-	}
-	resident("Resize(100 000)", 195)
+	mappedtest.Committed(t, "Resize(100 000)", s, 195)
 	// One more element commits 64 KiB of elements from the 100 000th:
 	// to element 108 191, in page 211.
 	a.Resize(100_001)
-	resident("Resize(100 001)", 211)
+	mappedtest.Committed(t, "Resize(100 001)", s, 211)
 	a.Resize(108_192)
-	resident("Resize(108 192)", 211)
+	mappedtest.Committed(t, "Resize(108 192)", s, 211)
 	// Past the commit, what is asked when it is more than 64 KiB, and
 	// then no further than the capacity.
 	a.Resize(120_000)
-	resident("Resize(120 000)", 234)
+	mappedtest.Committed(t, "Resize(120 000)", s, 234)
 	a.Resize(120_001)
-	resident("Resize(120 001)", 244)
+	mappedtest.Committed(t, "Resize(120 001)", s, 244)
 }
