@@ -371,7 +371,8 @@ func TestMergeShardFlowsGrowsLarger(t *testing.T) {
 
 // TestCommitFlows checks, page by page as mincore sees them, that
 // commitFlows commits the pages of a list's records from the first never
-// written to the one asked for, and no others.
+// written to the one asked for, and no others, and that roomFlows commits
+// the room it makes.
 func TestCommitFlows(t *testing.T) {
 	mappedtest.Need(t)
 	w := &Window{}
@@ -388,6 +389,9 @@ func TestCommitFlows(t *testing.T) {
 	mappedtest.Committed(t, "fewer", room, last(100))
 	w.commitFlows(250)
 	mappedtest.Committed(t, "250 records", room, last(250))
+	w.Flows = w.Flows[:250] // written
+	roomFlows(w, 50)        // room for 50 more, in its region already
+	mappedtest.Committed(t, "room for 300", room, last(300))
 }
 
 // TestNormalizeMergesRepeats checks normalize on shuffled lists long enough

@@ -311,7 +311,7 @@ func (s *shard) sortList(act []int32, win *Window) {
 	spare := s.spare
 	s.pool.lendFlowMem(spare)
 	if win.flowsWritten() > spare.flowsWritten() {
-		growFlows(spare, len(win.Flows))
+		roomFlows(spare, len(win.Flows))
 		win.moveFlows(spare)
 	}
 	listed := win.Flows
@@ -323,8 +323,7 @@ func (s *shard) sortList(act []int32, win *Window) {
 	for i := 1; i < len(items) && !repeated; i++ {
 		repeated = items[i].hash == items[i-1].hash
 	}
-	growFlows(spare, len(items))
-	spare.commitFlows(len(items))
+	roomFlows(spare, len(items))
 	out := spare.Flows[:len(items)]
 	group := func(i int) []sortItem { return items[min(len(items), i):min(len(items), i+flushAhead)] }
 	s.itemsAhead(group(0), listed)
@@ -519,6 +518,14 @@ func growFlows(win *Window, n int) {
 		return
 	}
 	win.Flows = mapped.Grow(&win.flowRegion().mem, flows, len(flows)+n)[:len(flows)]
+}
+
+// roomFlows is growFlows for a caller about to write the n records after
+// the list's in order: it also commits their pages that no record was
+// written in before (Window.commitFlows).
+func roomFlows(win *Window, n int) {
+	growFlows(win, n)
+	win.commitFlows(len(win.Flows) + n)
 }
 
 // sweep evicts every flow that sent nothing in window w or later, and

@@ -266,7 +266,7 @@ func (w *Window) merge(o *Window, disjoint bool) error {
 	if disjoint {
 		w.mergeShardFlows(o)
 	} else {
-		growFlows(w, len(o.Flows)) // in the window's region, not the heap: see growFlows
+		roomFlows(w, len(o.Flows)) // in the window's region, not the heap: see growFlows
 		w.Flows = append(w.Flows, o.Flows...)
 	}
 	w.CM = append(w.CM, o.CM...)
@@ -308,8 +308,7 @@ func (w *Window) mergeShardFlows(o *Window) {
 	if n := len(w.Flows) + len(o.Flows); o.flowMem != nil && o.flowMem.holds(o.Flows) && (len(w.Flows) == 0 || cap(w.Flows) < n && cap(o.Flows) > cap(w.Flows)) {
 		w.swapFlows(o)
 	}
-	growFlows(w, len(o.Flows))
-	w.commitFlows(len(w.Flows) + len(o.Flows))
+	roomFlows(w, len(o.Flows))
 	w.Flows = mergeFlows(w.Flows, o.Flows)
 }
 
