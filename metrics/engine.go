@@ -542,10 +542,11 @@ type poolOutput struct {
 	marked []chan struct{}
 	msgs   chan<- msg // to the collector
 	out    []*batch   // the batch being filled for each worker
-	// The event the reader fills, in its own cache, and the slot of a
-	// batch it goes to once filled (commit); nil for none.
-	ev   event
-	slot *event
+	// The event the reader fills, in its own cache, and the worker whose
+	// batch it goes to once filled (commit), when filled.
+	ev     event
+	k      int
+	filled bool
 }
 
 // take gets an empty batch for worker k: one given back, else a new one
@@ -593,49 +594,60 @@ func (m *batchMem) batch() *batch {
 // free returns the memory to the kernel, once no batch is in use.
 func (m *batchMem) free() { m.mem.free() }
 
-// send hands worker k its batch and takes a new one.
+// send hands worker k its batch, with the event filled last, and takes a
+// new one.
 func (o *poolOutput) send(k int) {
 	o.commit()
+	o.ship(k)
+}
+
+// ship hands worker k its batch as it is and takes a new one.
+func (o *poolOutput) ship(k int) {
 	storeFence()
 	o.in[k] <- o.out[k]
 	o.take(k)
 }
 
-// event returns the event the reader fills for a frame, which goes to the
-// next slot of its worker's batch at the next event or send. The reader
-// fills a copy in its own cache, and the copy streams into the slot: a
-// batch's lines were read last on the worker's core, and a store into one
-// waits for the line to come back, whose round trip between the vCPUs of
-// the KVM VM is 60-80 ns when they share a cache and 310-380 ns when they
-// do not. With the vCPUs apart the reader's stores filled the store buffer
-// (perf put a fifth of reader.count's samples on the event's first store),
-// also when it asked for the lines 8 or 24 events ahead (PREFETCHW);
-// streaming stores write them without fetching them (two workers at 100 k
+// event returns the event the reader fills for a frame, which goes to a
+// slot of its worker's batch at the next event or send. The reader fills a
+// copy in its own cache, and the copy streams into the slot: a batch's
+// lines were read last on the worker's core, and a store into one waits
+// for the line to come back, whose round trip between the vCPUs of the KVM
+// VM is 60-80 ns when they share a cache and 310-380 ns when they do not.
+// With the vCPUs apart the reader's stores filled the store buffer (perf
+// put a fifth of reader.count's samples on the event's first store), also
+// when it asked for the lines 8 or 24 events ahead (PREFETCHW); streaming
+// stores write them without fetching them (two workers at 100 k
 // connections, 12 M frames: 8 % less CPU with the vCPUs apart, within 2 %
-// with them together).
+// with them together). The worker is picked here and its batch only at the
+// commit, a frame later, by when the connection hash is known: taking the
+// batch here waited on the hash (perf put half of event's samples on the
+// load of the batch's length).
 func (o *poolOutput) event(src, dst *decode.Addr, sport uint16) *event {
 	o.commit()
-	k := 0
+	o.k = 0
 	if n := uint64(len(o.out)); n > 1 {
-		k = shardOf(connHash(src, dst, sport), n)
+		o.k = shardOf(connHash(src, dst, sport), n)
 	}
-	b := o.out[k]
-	if len(b.evs) == cap(b.evs) {
-		o.send(k)
-		b = o.out[k]
-	}
-	n := len(b.evs)
-	b.evs = b.evs[:n+1]
-	o.slot = &b.evs[n]
+	o.filled = true
 	return &o.ev
 }
 
-// commit moves the event filled last into its slot.
+// commit moves the event filled last into the next slot of its worker's
+// batch, sending the batch first when it is full.
 func (o *poolOutput) commit() {
-	if o.slot != nil {
-		streamEvent(o.slot, &o.ev)
-		o.slot = nil
+	if !o.filled {
+		return
 	}
+	o.filled = false
+	b := o.out[o.k]
+	if len(b.evs) == cap(b.evs) {
+		o.ship(o.k)
+		b = o.out[o.k]
+	}
+	n := len(b.evs)
+	b.evs = b.evs[:n+1]
+	streamEvent(&b.evs[n], &o.ev)
 }
 
 // shardOf returns h mod n: the shard, of n, of the connection whose
@@ -649,6 +661,7 @@ func shardOf(h, n uint64) int {
 }
 
 func (o *poolOutput) flush() {
+	o.commit()
 	for k, b := range o.out {
 		if len(b.evs) > 0 {
 			o.send(k)
@@ -659,6 +672,7 @@ func (o *poolOutput) flush() {
 func (o *poolOutput) window(rw *readerWindow) { o.msgs <- msg{reader: rw} }
 
 func (o *poolOutput) mark(through int64) {
+	o.commit() // into a batch without the mark, which may be full
 	for k := range o.out {
 		o.out[k].close = through
 		o.marked[k] <- struct{}{}

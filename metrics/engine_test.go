@@ -770,6 +770,117 @@ func TestPoolOutputTakesBatches(t *testing.T) {
 	}
 }
 
+// testPoolOutput returns the pool output of a reader to workers workers,
+// whose batches arrive on its in channels and its messages on msgs, and
+// a UDP source port of a connection between 10.0.0.1 and 10.0.0.2 for
+// each worker.
+func testPoolOutput(t *testing.T, workers int) (o *poolOutput, msgs chan msg, src, dst decode.Addr, port []uint16) {
+	msgs = make(chan msg, 1)
+	o = &poolOutput{out: make([]*batch, workers), msgs: msgs}
+	for k := range workers {
+		mem := newBatchMem(4)
+		t.Cleanup(mem.free)
+		o.in = append(o.in, make(chan *batch, 4))
+		o.free = append(o.free, make(chan *batch, 4))
+		o.room = append(o.room, make(chan struct{}, 4))
+		o.marked = append(o.marked, make(chan struct{}, 1))
+		o.mem = append(o.mem, mem)
+		for range 4 {
+			o.room[k] <- struct{}{}
+		}
+		o.take(k)
+	}
+	src, dst = decode.AddrFrom4([4]byte{10, 0, 0, 1}), decode.AddrFrom4([4]byte{10, 0, 0, 2})
+	port = make([]uint16, workers)
+	for p, found := uint16(49152), 0; found < workers; p++ {
+		if k := shardOf(connHash(&src, &dst, p), uint64(workers)); port[k] == 0 {
+			port[k], found = p, found+1
+		}
+	}
+	return o, msgs, src, dst, port
+}
+
+// TestPoolOutputMarkFollowsEvents: an event goes into its worker's batch
+// only at the next event or mark, so that the event filled last before a
+// close mark, of a worker whose batch is full, must go into a new batch
+// sent before the mark's: every event of a worker precedes its mark in
+// what the worker receives, and each batch holds its worker's events.
+func TestPoolOutputMarkFollowsEvents(t *testing.T) {
+	const workers = 2
+	o, msgs, src, dst, port := testPoolOutput(t, workers)
+	// Worker 0's batch full and one more event of it filled, one of
+	// worker 1 before: the mark comes with worker 0's batch full.
+	psn := uint32(0)
+	fill := func(k int) {
+		psn++
+		ev := o.event(&src, &dst, port[k])
+		ev.psn, ev.sport = psn, port[k]
+	}
+	fill(1)
+	for range batchSize + 1 {
+		fill(0)
+	}
+	o.mark(7)
+	got := [workers][]uint32{}
+	for k := range workers {
+		close(o.in[k])
+		marked := false
+		for b := range o.in[k] {
+			if marked {
+				t.Fatalf("worker %d: a batch of %d events after the batch with the close mark", k, len(b.evs))
+			}
+			for i := range b.evs {
+				if b.evs[i].sport != port[k] {
+					t.Fatalf("worker %d got an event of port %d, want %d", k, b.evs[i].sport, port[k])
+				}
+				got[k] = append(got[k], b.evs[i].psn)
+			}
+			marked = b.close != noWindow
+			if marked && b.close != 7 {
+				t.Fatalf("worker %d: close mark %d, want 7", k, b.close)
+			}
+		}
+		if !marked {
+			t.Fatalf("worker %d received no close mark", k)
+		}
+	}
+	if len(got[1]) != 1 || got[1][0] != 1 {
+		t.Errorf("worker 1 got events %v, want [1]", got[1])
+	}
+	if len(got[0]) != batchSize+1 || got[0][0] != 2 || got[0][batchSize] != batchSize+2 {
+		t.Errorf("worker 0 got %d events, first %v: want %d, psn 2 to %d in order", len(got[0]), got[0][:min(3, len(got[0]))], batchSize+1, batchSize+2)
+	}
+	for i := 1; i < len(got[0]); i++ {
+		if got[0][i] != got[0][i-1]+1 {
+			t.Fatalf("worker 0's events out of order at %d: %d after %d", i, got[0][i], got[0][i-1])
+		}
+	}
+	if m := <-msgs; m.through != 7 {
+		t.Errorf("collector told %+v, want the mark through 7", m)
+	}
+}
+
+// TestPoolOutputFlushSendsLastEvent: a flush (a live capture's, after each
+// batch of frames) hands on the event filled last too, which waits for
+// the next event to go into its batch.
+func TestPoolOutputFlushSendsLastEvent(t *testing.T) {
+	o, _, src, dst, port := testPoolOutput(t, 2)
+	ev := o.event(&src, &dst, port[1])
+	ev.psn, ev.sport = 5, port[1]
+	o.flush()
+	select {
+	case b := <-o.in[1]:
+		if len(b.evs) != 1 || b.evs[0].psn != 5 {
+			t.Fatalf("flush sent %d events to worker 1, want the one of psn 5", len(b.evs))
+		}
+	default:
+		t.Fatal("flush sent worker 1 nothing")
+	}
+	if len(o.in[0]) != 0 {
+		t.Errorf("flush sent worker 0, which has no event, %d batches", len(o.in[0]))
+	}
+}
+
 // TestEngineTinyWindowsReuseWindows replays a frame every 0.4 ms through 1 ms
 // windows (10 000 of them) with two workers, whose collector is the slowest
 // stage: readers and shards run ahead of it only as far as the message
