@@ -123,7 +123,8 @@ func (e *Engine) Run(ctx context.Context, sources []capture.Source, emit func(*W
 // window went to the collector, and the last one the flow lists of the
 // windows no longer in use, while the collector works on the last window:
 // two workers at 1 M connections, 2 M frames, left 77 MiB of 227 to the
-// exit, whose unmapping on one core took 7 ms instead of 20. An engine run
+// exit, whose unmapping on one core took 7 ms instead of 20. The windows
+// the collector gives back after give up their lists too. An engine run
 // again maps its memory anew.
 func (e *Engine) RunOnce(ctx context.Context, sources []capture.Source, emit func(*Window) error) error {
 	return e.run(ctx, sources, emit, true)
@@ -394,6 +395,7 @@ type msg struct {
 // it ends without a clock step has its workers return their memory.
 func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) error, cancel, stepped context.CancelFunc, once bool) error {
 	n := e.cfg.Workers
+	e.pool.keepFlowMem()
 	msgs := make(chan msg, msgQueue)
 	coll := newCollector(&e.cfg, e.pool, len(feeds), n, emit, cancel)
 	in := make([]chan *batch, n)
