@@ -169,9 +169,6 @@ type windowPool struct {
 	spare []flowSketches // reset: of the windows put back
 	max   int
 	made  atomic.Int64 // windows made because none was free
-	// The flow lists of the free windows were given back to the kernel
-	// (releaseFlowMem): those of the windows put back after go too.
-	released bool
 }
 
 func newWindowPool(cfg *Config, size int) *windowPool {
@@ -239,26 +236,13 @@ func (p *windowPool) lendFlowMem(w *Window) {
 }
 
 // releaseFlowMem returns the flow list memory of the free windows to the
-// kernel, and that of every window put back after, until keepFlowMem; a
-// window taken after maps its list anew. The windows still at the
-// collector when a run's last worker releases the others' (RunOnce) come
-// back later: the last one and the shard windows merged into it, and the
-// one before when the collector lags behind the workers.
+// kernel; a window taken after maps its list anew.
 func (p *windowPool) releaseFlowMem() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.released = true
 	for _, w := range p.free {
 		w.releaseFlows()
 	}
-}
-
-// keepFlowMem makes the windows put back from now on keep their flow list
-// memory, as they do until releaseFlowMem.
-func (p *windowPool) keepFlowMem() {
-	p.mu.Lock()
-	p.released = false
-	p.mu.Unlock()
 }
 
 // put gives w back; it is dropped when the pool is full. Its flow sketches
@@ -269,9 +253,6 @@ func (p *windowPool) put(w *Window) {
 		fs.reset()
 	}
 	p.mu.Lock()
-	if p.released {
-		w.releaseFlows() // not free yet: no one else holds it
-	}
 	if fs.bytes != nil && len(p.spare) < p.max {
 		p.spare = append(p.spare, fs)
 	}

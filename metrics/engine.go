@@ -123,9 +123,9 @@ func (e *Engine) Run(ctx context.Context, sources []capture.Source, emit func(*W
 // window went to the collector, and the last one the flow lists of the
 // windows no longer in use, while the collector works on the last window:
 // two workers at 1 M connections, 2 M frames, left 77 MiB of 227 to the
-// exit, whose unmapping on one core took 7 ms instead of 20. The windows
-// the collector gives back after give up their lists too. An engine run
-// again maps its memory anew.
+// exit, whose unmapping on one core took 7 ms instead of 20; once the
+// collector is done, the lists of the windows it gave back after go too.
+// An engine run again maps its memory anew.
 func (e *Engine) RunOnce(ctx context.Context, sources []capture.Source, emit func(*Window) error) error {
 	return e.run(ctx, sources, emit, true)
 }
@@ -395,7 +395,6 @@ type msg struct {
 // it ends without a clock step has its workers return their memory.
 func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) error, cancel, stepped context.CancelFunc, once bool) error {
 	n := e.cfg.Workers
-	e.pool.keepFlowMem()
 	msgs := make(chan msg, msgQueue)
 	coll := newCollector(&e.cfg, e.pool, len(feeds), n, emit, cancel)
 	in := make([]chan *batch, n)
@@ -479,6 +478,13 @@ func (e *Engine) runPool(ctx context.Context, feeds []*feed, emit func(*Window) 
 		default:
 			coll.readerMark(m.from, m.through)
 		}
+	}
+	if last {
+		// The windows the collector still had when the last worker
+		// gave back the lists of the others: the last one, the shard
+		// windows merged into it, and the one before when the
+		// collector lagged behind the workers.
+		e.pool.releaseFlowMem()
 	}
 	// A step back of one reader's clock restarts the run unless something
 	// failed for real.

@@ -1238,7 +1238,7 @@ func TestEngineReleasesWorkerMemory(t *testing.T) {
 			// The windows the collector still had when the workers
 			// released the lists of the others (the last one and the
 			// shard window merged into it, and the one before when
-			// the collector lags) gave theirs up as they came back.
+			// the collector lags) gave theirs up once it was done.
 			if n := held(e); len(e.pool.free) < 3 || n > 0 {
 				t.Errorf("%s: %d of the pool's %d free windows hold flow list memory, want none", label, n, len(e.pool.free))
 			}
