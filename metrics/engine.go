@@ -602,26 +602,20 @@ func (m *batchMem) batch() *batch {
 // free returns the memory to the kernel, once no batch is in use.
 func (m *batchMem) free() { m.mem.free() }
 
-// send hands worker k its batch, with the event filled last, and takes a
-// new one.
+// send hands worker k its batch and takes a new one.
 func (o *poolOutput) send(k int) {
-	o.commit()
-	o.ship(k)
-}
-
-// ship hands worker k its batch as it is and takes a new one.
-func (o *poolOutput) ship(k int) {
 	storeFence()
 	o.in[k] <- o.out[k]
 	o.take(k)
 }
 
 // event returns the event the reader fills for a frame, which goes to a
-// slot of its worker's batch at the next event or send. The reader fills a
-// copy in its own cache, and the copy streams into the slot: a batch's
-// lines were read last on the worker's core, and a store into one waits
-// for the line to come back, whose round trip between the vCPUs of the KVM
-// VM is 60-80 ns when they share a cache and 310-380 ns when they do not.
+// slot of its worker's batch at the next commit (the next event, flush or
+// mark). The reader fills a copy in its own cache, and the copy streams
+// into the slot: a batch's lines were read last on the worker's core, and
+// a store into one waits for the line to come back, whose round trip
+// between the vCPUs of the KVM VM is 60-80 ns when they share a cache and
+// 310-380 ns when they do not.
 // With the vCPUs apart the reader's stores filled the store buffer (perf
 // put a fifth of reader.count's samples on the event's first store), also
 // when it asked for the lines 8 or 24 events ahead (PREFETCHW); streaming
@@ -650,7 +644,7 @@ func (o *poolOutput) commit() {
 	o.filled = false
 	b := o.out[o.k]
 	if len(b.evs) == cap(b.evs) {
-		o.ship(o.k)
+		o.send(o.k)
 		b = o.out[o.k]
 	}
 	n := len(b.evs)
