@@ -13,12 +13,12 @@ import (
 // seen on CPU 1 and written back: two threads, pinned one to each, pass a
 // counter n times each way through one word, and the total is divided by
 // n. On a VM it shows where the host runs the two vCPUs at the moment: on
-// the AMD EPYC VM the README names it was 50-100 ns in some minutes and
-// 328-372 ns in others (cores that share a last-level cache, and cores
-// that do not), and the same two-worker replay of 2 M frames took
-// 0.32-0.36 s of CPU in the first case and 0.42 s in the second, its reader
-// handing every event over to a worker's core. It returns 0 with fewer
-// than two CPUs.
+// the AMD EPYC KVM VM of 2026-11-30 (docs/MEASUREMENTS.md) it was
+// 50-100 ns in some minutes and 328-372 ns in others (cores that share a
+// last-level cache, and cores that do not), and the same two-worker
+// replay of 2 M frames took 0.32-0.36 s of CPU in the first case and
+// 0.42 s in the second, its reader handing every event over to a worker's
+// core. It returns 0 with fewer than two CPUs.
 func coreRoundTrip(n int) time.Duration {
 	if runtime.NumCPU() < 2 {
 		return 0

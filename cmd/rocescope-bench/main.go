@@ -31,8 +31,8 @@
 // driver reports freed pages to the host (virtio-balloon free page
 // reporting), a process that starts right after another one exits reuses
 // memory the host still backs, while one that starts seconds later pays
-// the host's first touch of every page again: on the AMD EPYC VM the
-// README names, a 1 M-connection replay took 0.2-0.3 s of system time
+// the host's first touch of every page again: on an AMD EPYC VM of
+// docs/MEASUREMENTS.md, a 1 M-connection replay took 0.2-0.3 s of system time
 // right after another and 1.0-1.2 s four seconds later, runs alternating
 // between the two when started back to back. Settling gives every run the
 // second case, the one a capture host sees.
@@ -434,12 +434,12 @@ func medians(all [][]result) []result {
 }
 
 // c2cPasses is how many times coreRoundTrip passes the word each way
-// before each run: 1-7 ms on the VM the README names.
+// before each run: 1-7 ms on the AMD EPYC VMs of docs/MEASUREMENTS.md.
 const c2cPasses = 20_000
 
 // nearFar is the core-to-core round trip that tells the runs whose two CPUs
-// shared a last-level cache from those whose did not: on the VM the README
-// names, 50-100 ns against 328-372 ns.
+// shared a last-level cache from those whose did not: on the KVM VM of
+// 2026-11-30 (docs/MEASUREMENTS.md), 50-100 ns against 328-372 ns.
 const nearFar = 150 * time.Nanosecond
 
 // byPlacement returns paired's figure over the rounds in which both runs
