@@ -874,7 +874,7 @@ func (s *shard) untracked(win *Window, ev *event) {
 	win.Distinct.Insert(ev.hash)
 	win.FlowBytes.Add(ev.hash, uint64(ev.wire))
 	win.FlowPackets.Add(ev.hash, 1)
-	win.Top.Update(ev.hash, ev.key, uint64(ev.wire))
+	win.Top.UpdateRef(ev.hash, &ev.key, uint64(ev.wire))
 }
 
 // learnMTU records what a packet tells about the path MTU, on the flow

@@ -483,7 +483,7 @@ func (w *Window) countSketches(l *lines, bytes, packets bool) {
 		}
 		if packets {
 			w.FlowPackets.Add(f.hash, f.C[FlowPackets])
-			w.Top.Update(f.hash, f.Key, f.C[FlowBytes])
+			w.Top.UpdateRef(f.hash, &f.Key, f.C[FlowBytes])
 		}
 	}
 }

